@@ -80,7 +80,8 @@ class TrainConfig:
     ckpt_every_steps: int = 0  # 0 = off; a checkpoint every K steps
     ckpt_every_minutes: float = 10.0  # 0 = off; the paper's 10-minute interval (section 6.1)
     keep_last: int = 20  # checkpoints kept for averaging
-    compile: bool = False
+    compile: bool = False  # torch.compile the model (GPU runs)
+    fused_adam: bool = True  # torch's fused Adam kernel where the device supports it (CUDA)
     num_workers: int = 0
     resume: bool = True  # continue from checkpoints/last.ckpt when its config matches
 

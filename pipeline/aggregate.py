@@ -1,0 +1,18 @@
+"""DVC stage `aggregate`: Table 2 and Table 3 over every row and seed in results/, with plots.
+
+By hand: python pipeline/aggregate.py 'aggregate.rows=[base,A1]' 'aggregate.seeds=[1,2,3]'
+"""
+from omegaconf import DictConfig
+
+from aiayn.config import prepare
+from aiayn.config.cli import hydra_main
+
+
+def run(cfg: DictConfig) -> dict:
+    from aiayn.report.stage import aggregate
+
+    return aggregate(prepare(cfg))
+
+
+if __name__ == "__main__":
+    hydra_main(run)

@@ -1,0 +1,18 @@
+"""DVC stage `bpe`: a joint subword model (data/bpe/spm.model) and the encoded splits the loader memory-maps.
+
+By hand: python pipeline/bpe.py data.vocab_size=4000
+"""
+from omegaconf import DictConfig
+
+from aiayn.config import prepare
+from aiayn.config.cli import hydra_main
+
+
+def run(cfg: DictConfig) -> dict:
+    from aiayn.data.stages import bpe
+
+    return bpe(prepare(cfg))
+
+
+if __name__ == "__main__":
+    hydra_main(run)

@@ -1,0 +1,18 @@
+"""DVC stage `fetch`: the raw parallel corpus in data/raw/{train,valid,test}.{src,tgt} and data/raw/stats.json.
+
+By hand: python pipeline/fetch.py data=synthetic   (or data=local data.path=..., data=wmt14_en_de)
+"""
+from omegaconf import DictConfig
+
+from aiayn.config import prepare
+from aiayn.config.cli import hydra_main
+
+
+def run(cfg: DictConfig) -> dict:
+    from aiayn.data.stages import fetch
+
+    return fetch(prepare(cfg))
+
+
+if __name__ == "__main__":
+    hydra_main(run)

@@ -1,0 +1,18 @@
+"""DVC stage `train@{row}-{seed}`: train one row with one seed into runs/{row}/seed{seed}/.
+
+By hand: python pipeline/train.py row=A1 seed=2        Sweep: python pipeline/train.py -m seed=1,2,3
+"""
+from omegaconf import DictConfig
+
+from aiayn.config import prepare
+from aiayn.config.cli import hydra_main
+
+
+def run(cfg: DictConfig) -> dict:
+    from aiayn.train.fit import train
+
+    return train(prepare(cfg))
+
+
+if __name__ == "__main__":
+    hydra_main(run)

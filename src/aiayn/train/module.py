@@ -1,0 +1,91 @@
+"""The LightningModule: builds the Transformer from plain config values, trains it with the paper's recipe.
+
+Section 5: Adam (beta1 0.9, beta2 0.98, eps 1e-9), the Eq. 3 learning-rate schedule stepped per optimizer update,
+label-smoothed cross-entropy. Logging of throughput, checkpoints and wandb live in callbacks (callbacks.py).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import lightning as L
+import torch
+
+from aiayn.model import Transformer
+from aiayn.train.loss import label_smoothed_nll_loss
+from aiayn.train.schedule import inverse_sqrt_lr
+
+
+class TranslationModule(L.LightningModule):
+    """One encoder-decoder translation task; `model` and `train` are plain dicts (the resolved config groups)."""
+
+    def __init__(self, model: dict[str, Any], train: dict[str, Any], vocab_size: int, pad_id: int) -> None:
+        super().__init__()
+        self.save_hyperparameters()  # plain values only, so checkpoints load with weights_only=True
+        self.model = Transformer(vocab_size=vocab_size, pad_id=pad_id, **model)
+        self.train_cfg = train
+        self.pad_id = pad_id
+        self._val_sums = torch.zeros(3)  # label-smoothed loss, nll, target tokens over the validation set
+        # First step whose loss was not finite (-1: none). Kept on the device so the check costs no sync per step.
+        self.register_buffer("first_bad_step", torch.tensor(-1, dtype=torch.long), persistent=False)
+
+    def _losses(self, batch: dict[str, torch.Tensor], epsilon: float) -> tuple[torch.Tensor, torch.Tensor]:
+        logits = self.model(batch["src"], batch["tgt_in"])  # (B, T, V)
+        return label_smoothed_nll_loss(logits, batch["tgt_out"], epsilon, self.pad_id)
+
+    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        loss_sum, nll_sum = self._losses(batch, self.train_cfg["label_smoothing"])
+        n_tokens = max(int(batch["n_tgt_tokens"]), 1)
+        # Per-token mean of this micro-batch; Lightning divides by the accumulation count, so an update averages
+        # over about batch_tokens target tokens. Departure: see docs/departures.md#loss-normalisation
+        loss = loss_sum / n_tokens
+        bad = ~torch.isfinite(loss) & (self.first_bad_step < 0)
+        self.first_bad_step = torch.where(bad, torch.tensor(self.global_step, device=loss.device), self.first_bad_step)
+        self.log("train/loss", loss.detach(), prog_bar=True)
+        self.log("train/nll", nll_sum.detach() / n_tokens)
+        return loss
+
+    def on_validation_epoch_start(self) -> None:
+        self._val_sums = torch.zeros(3, dtype=torch.float64, device=self.device)
+
+    def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
+        loss_sum, nll_sum = self._losses(batch, self.train_cfg["label_smoothing"])
+        n = (batch["tgt_out"] != self.pad_id).sum()
+        self._val_sums += torch.stack([loss_sum.detach(), nll_sum.detach(), n]).to(self._val_sums)
+
+    def on_validation_epoch_end(self) -> None:
+        sums = self.trainer.strategy.reduce(self._val_sums, reduce_op="sum")
+        loss, nll = (sums[:2] / sums[2].clamp(min=1)).float()
+        self.log("val/loss", loss, sync_dist=False)
+        self.log("val/nll", nll, sync_dist=False)
+        # Per-subword-token perplexity, Table 3's PPL column (no label smoothing in it).
+        self.log("val/ppl", torch.exp(nll), prog_bar=True, sync_dist=False)
+
+    def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        grads = [p.grad for p in self.parameters() if p.grad is not None]
+        if grads:
+            self.log("train/grad_norm", torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads])))
+
+    def check_finite(self) -> None:
+        """Raise with the step number if any loss so far was NaN or infinite (one host sync)."""
+        step = int(self.first_bad_step)
+        if step >= 0:
+            raise FloatingPointError(
+                f"non-finite training loss at step {step}; stopping. The last good checkpoint is kept; lower "
+                f"train.lr_factor or set train.grad_clip and resume."
+            )
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        self.check_finite()  # never write a checkpoint of weights trained on a NaN
+
+    def configure_optimizers(self) -> dict[str, Any]:
+        t = self.train_cfg
+        fused = self.device.type == "cuda" and t["fused_adam"]
+        optimizer = torch.optim.Adam(
+            self.parameters(), lr=1.0, betas=(t["adam_beta1"], t["adam_beta2"]), eps=t["adam_eps"], fused=fused
+        )
+        d_model = self.hparams.model["d_model"]
+        # LambdaLR multiplies lr=1.0, so the lambda is the learning rate itself. Optimizer step k uses Eq. 3 at k+1.
+        schedule = torch.optim.lr_scheduler.LambdaLR(
+            optimizer, lambda k: inverse_sqrt_lr(k + 1, d_model, t["warmup_steps"], t["lr_factor"])
+        )
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}

@@ -1,0 +1,95 @@
+"""Every config file composes; rows mean the same relative change at every scale; bad configs fail early."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hydra.errors import ConfigCompositionException
+from omegaconf.errors import ValidationError
+
+from aiayn.config import CONF_DIR, ConfigError, compose, prepare
+
+GROUPS = ["data", "model", "scale", "row", "trainer", "decode", "logger"]
+
+
+def options(group: str) -> list[str]:
+    return sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
+
+
+@pytest.mark.parametrize("group", GROUPS)
+def test_every_file_in_every_group_composes(group: str) -> None:
+    assert options(group), f"conf/{group} is empty"
+    for name in options(group):
+        overrides = [f"{group}={name}"] + (["data.path=/somewhere"] if (group, name) == ("data", "local") else [])
+        cfg = prepare(compose(overrides))
+        assert cfg.model.d_model >= 1
+
+
+@pytest.mark.parametrize("scale", ["tiny", "small", "paper"])
+def test_every_row_fits_every_shipped_scale(scale: str) -> None:
+    for row in options("row"):
+        cfg = prepare(compose([f"scale={scale}", f"row={row}"]))
+        assert cfg.row.name == row
+
+
+def test_paper_scale_rows_are_the_papers_values() -> None:
+    big = prepare(compose(["scale=paper", "row=big"]))
+    assert (big.model.d_model, big.model.d_ff, big.model.n_heads, big.model.dropout) == (1024, 4096, 16, 0.3)
+    assert big.train.max_steps == 300_000 and big.row.average_last == 20
+    a1 = prepare(compose(["scale=paper", "row=A1"]))
+    assert (a1.model.n_heads, a1.model.d_k, a1.model.d_v, a1.model.d_model) == (1, 512, 512, 512)
+
+
+def test_a_row_is_a_relative_change_at_small_scales() -> None:
+    base = prepare(compose(["scale=tiny", "row=base"])).model
+    c4 = prepare(compose(["scale=tiny", "row=C4"])).model  # d_model 256 = half the paper's width
+    assert c4.d_model == base.d_model // 2 and c4.d_k == base.d_k // 2
+    b1 = prepare(compose(["scale=tiny", "row=B1"])).model  # d_k 16 = a quarter of base d_k; d_v unchanged
+    assert b1.d_k == base.d_k // 4 and b1.d_v == base.d_v
+    c1 = prepare(compose(["scale=tiny", "row=C1"])).model  # N = 2 of 6 layers
+    assert c1.n_layers == round(base.n_layers * 2 / 6)
+    d3 = prepare(compose(["scale=tiny", "row=D3"]))  # absolute values stay absolute
+    assert d3.train.label_smoothing == 0.0
+
+
+def test_a_row_that_does_not_fit_names_the_row_and_the_scale() -> None:
+    with pytest.raises(ConfigError, match=r"row 'A4' does not fit scale 'tiny'.*d_k"):
+        prepare(compose(["row=A4", "model.d_k=2"]))
+
+
+def test_misspelt_key_fails_at_compose_time() -> None:
+    with pytest.raises(ConfigCompositionException, match="d_modle"):
+        compose(["model.d_modle=3"])
+
+
+def test_wrong_type_fails_at_compose_time() -> None:
+    with pytest.raises((ConfigCompositionException, ValidationError)):
+        compose(["model.d_model=wide"])
+
+
+def test_missing_row_file_is_refused() -> None:
+    with pytest.raises(ConfigCompositionException, match="row"):
+        compose(["row=Z9"])
+
+
+@pytest.mark.parametrize(
+    "override, key",
+    [
+        ("model.d_ff=-1", "model.d_ff"),
+        ("model.pos_encoding=rotary", "model.pos_encoding"),
+        ("model.dropout=1.5", "model.dropout"),
+        ("train.label_smoothing=-0.1", "train.label_smoothing"),
+        ("train.keep_last=2", "train.keep_last"),
+        ("decode.strategy=sampling", "decode.strategy"),
+    ],
+)
+def test_values_that_cannot_run_are_refused_with_their_key(override: str, key: str) -> None:
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        prepare(compose([override]))
+
+
+def test_prepared_config_is_read_only_and_resolved() -> None:
+    cfg = prepare(compose(["row=A2", "seed=7"]))
+    assert cfg.paths.run_dir == str(Path("runs") / "A2" / "seed7")
+    with pytest.raises(Exception):
+        cfg.model.d_model = 3
