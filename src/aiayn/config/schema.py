@@ -159,8 +159,11 @@ class PathsConfig:
 
 @dataclass
 class AggregateConfig:
-    rows: List[str] = field(default_factory=lambda: ["base"])
-    seeds: List[int] = field(default_factory=lambda: [1, 2, 3])
+    """Which runs make the tables; null rows/seeds are read from `params_file`, the DVC pipeline's lists."""
+
+    rows: Optional[List[str]] = None
+    seeds: Optional[List[int]] = None
+    params_file: str = "params.yaml"
     sustained_flops_per_device: float = 9.5e12  # the paper's P100 figure (footnote of Table 2)
     bootstrap: int = 1000
 

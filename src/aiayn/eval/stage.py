@@ -1,0 +1,114 @@
+"""The evaluate stage: average the run's last checkpoints, decode dev and test, score, write eval.json.
+
+Dev (newstest2013 for WMT) gives Table 3's BLEU and PPL; test (newstest2014) gives Table 2's BLEU.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import DictConfig
+
+from aiayn import tracking
+from aiayn.data.datamodule import TranslationDataModule
+from aiayn.data.tokenizer import Tokenizer
+from aiayn.decode import translate
+from aiayn.eval.averaging import average_checkpoints, select_last
+from aiayn.eval.evaluate import score_translations
+from aiayn.eval.perplexity import dev_perplexity
+from aiayn.io import atomic_write_json, atomic_write_text, read_json
+from aiayn.model import Transformer
+
+log = logging.getLogger(__name__)
+
+
+def load_model(ckpt_dir: Path, average_last: int, device: torch.device) -> tuple[Transformer, list[Path]]:
+    """The run's model with the mean weights of its last `average_last` checkpoints (0 or 1: the last one)."""
+    paths = select_last(ckpt_dir, average_last)
+    hparams = torch.load(paths[-1], map_location="cpu", weights_only=True)["hyper_parameters"]
+    model = Transformer(vocab_size=hparams["vocab_size"], pad_id=hparams["pad_id"], **hparams["model"])
+    model.load_state_dict(average_checkpoints(paths))
+    return model.to(device).eval(), paths
+
+
+def read_lines(path: Path) -> list[str]:
+    with open(path, encoding="utf-8") as f:
+        return [line.rstrip("\n") for line in f]
+
+
+def decode_split(cfg: DictConfig, model, tokenizer, split: str, device) -> tuple[list[str], list[str], float]:
+    """Translate `data/raw/{split}.src`; return hypotheses, references and sentences per second."""
+    raw = Path(cfg.paths.raw)
+    sources, refs = read_lines(raw / f"{split}.src"), read_lines(raw / f"{split}.tgt")
+    start = time.perf_counter()
+    hyps = translate(
+        model, tokenizer, sources, strategy=cfg.decode.strategy, beam_size=cfg.decode.beam_size,
+        alpha=cfg.decode.length_penalty, max_len_b=cfg.decode.max_len_b, batch_tokens=cfg.decode.batch_tokens,
+        device=device,
+    )
+    return hyps, refs, len(sources) / max(time.perf_counter() - start, 1e-9)
+
+
+def evaluate(cfg: DictConfig) -> dict[str, Any]:
+    """Score run `runs/{row}/seed{seed}`; write eval.json, hyps.valid.txt and hyps.test.txt."""
+    run_dir, bpe_dir = Path(cfg.paths.run_dir), Path(cfg.paths.bpe)
+    device = torch.device("cuda" if cfg.trainer.accelerator == "gpu" and torch.cuda.is_available() else "cpu")
+    model, paths = load_model(run_dir / "checkpoints", cfg.row.average_last, device)
+    tokenizer = Tokenizer(bpe_dir / "spm.model")
+    wandb_run = tracking.start_run(cfg, job_type="eval")
+    try:
+        result: dict[str, Any] = {"checkpoints_averaged": len(paths), "checkpoints": [p.name for p in paths],
+                                  "beam_size": cfg.decode.beam_size if cfg.decode.strategy == "beam" else 1,
+                                  "length_penalty": cfg.decode.length_penalty, "strategy": cfg.decode.strategy}
+        for split, prefix in (("valid", "dev_"), ("test", "")):
+            hyps, refs, speed = decode_split(cfg, model, tokenizer, split, device)
+            atomic_write_text(run_dir / f"hyps.{split}.txt", "".join(h + "\n" for h in hyps))
+            scores = score_translations(hyps, refs, tgt_lang=cfg.data.tgt_lang,
+                                        bootstrap=cfg.decode.bootstrap if split == "test" else 0, seed=cfg.seed)
+            result.update({prefix + k: v for k, v in scores.items()})
+            result[f"{prefix}sentences_per_s"] = round(speed, 3)
+            if split == "test":
+                _log_samples(wandb_run, read_lines(Path(cfg.paths.raw) / "test.src"), refs, hyps, cfg.decode.samples)
+        result.update(_set_names(cfg))
+        datamodule = TranslationDataModule(bpe_dir, max_tokens=cfg.train.max_tokens, seed=cfg.seed)
+        datamodule.setup("validate")
+        result["dev_ppl"] = dev_perplexity(model, _to(datamodule.val_dataloader(), device), tokenizer.pad_id)
+        atomic_write_json(run_dir / "eval.json", result)
+        tracking.safe_log(wandb_run, {f"test/{k}": v for k, v in result.items() if isinstance(v, (int, float))})
+    finally:
+        tracking.finish(wandb_run)
+    return result
+
+
+def _to(loader, device):
+    for batch in loader:
+        yield {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
+
+
+def _set_names(cfg: DictConfig) -> dict[str, Any]:
+    """Which sets were scored, from the fetch stage's stats.json (e.g. newstest2014-full, 3003 lines)."""
+    stats_path = Path(cfg.paths.raw) / "stats.json"
+    stats = read_json(stats_path) if stats_path.exists() else {}
+    names = stats.get("sets", {})
+    return {
+        "test_set": {"name": names.get("test", f"{cfg.data.name}/test"),
+                     "lines": len(read_lines(Path(cfg.paths.raw) / "test.tgt"))},
+        "dev_set": {"name": names.get("valid", f"{cfg.data.name}/valid"),
+                    "lines": len(read_lines(Path(cfg.paths.raw) / "valid.tgt"))},
+    }
+
+
+def _log_samples(run, sources: list[str], refs: list[str], hyps: list[str], n: int) -> None:
+    if run is None or n <= 0:
+        return
+    try:
+        import wandb
+
+        table = wandb.Table(columns=["source", "reference", "hypothesis"],
+                            data=[[s, r, h] for s, r, h in list(zip(sources, refs, hyps))[:n]])
+        run.log({"test/samples": table})
+    except Exception as err:  # browsing aid only
+        log.warning("could not log sample translations to wandb: %s", err)

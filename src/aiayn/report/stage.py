@@ -1,0 +1,67 @@
+"""The aggregate stage: Table 2 and Table 3 from every run folder, logged to one wandb run of job_type aggregate."""
+from __future__ import annotations
+
+import csv
+import logging
+from pathlib import Path
+from typing import Any
+
+import yaml
+from omegaconf import DictConfig
+
+from aiayn import tracking
+from aiayn.report import aggregate as build_tables
+
+log = logging.getLogger(__name__)
+
+
+def rows_and_seeds(cfg: DictConfig) -> tuple[list[str], list[int]]:
+    """The rows and seeds to tabulate: from the config when given, else from params.yaml (DVC's lists)."""
+    a = cfg.aggregate
+    if a.rows is not None and a.seeds is not None:
+        return list(a.rows), list(a.seeds)
+    path = Path(a.params_file)
+    if not path.exists():
+        raise FileNotFoundError(f"{path} not found: pass aggregate.rows=[...] and aggregate.seeds=[...]")
+    params = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    for key in ("rows", "seeds"):
+        if not isinstance(params.get(key), list):
+            raise ValueError(f"{path}: key '{key}' must be a list, got {params.get(key)!r}")
+    rows = list(a.rows) if a.rows is not None else [str(r) for r in params["rows"]]
+    seeds = list(a.seeds) if a.seeds is not None else [int(s) for s in params["seeds"]]
+    return rows, seeds
+
+
+def aggregate(cfg: DictConfig) -> dict[str, Any]:
+    rows, seeds = rows_and_seeds(cfg)
+    raw = Path(cfg.paths.raw)
+    summary = build_tables(
+        runs_dir=Path(cfg.paths.runs), rows=rows, seeds=seeds,
+        refs={"valid": raw / "valid.tgt", "test": raw / "test.tgt"}, out_dir=Path(cfg.paths.results),
+        sustained_flops_per_device=cfg.aggregate.sustained_flops_per_device,
+        bootstrap_samples=cfg.aggregate.bootstrap,
+    )
+    _log(cfg, summary, Path(cfg.paths.results))
+    return summary
+
+
+def _log(cfg: DictConfig, summary: dict[str, Any], results: Path) -> None:
+    run = tracking.start_run(cfg, job_type="aggregate", name=f"aggregate-{cfg.scale.name}", group="aggregate")
+    if run is None:
+        return
+    try:
+        import wandb
+
+        for name in ("table3", "table2"):
+            path = results / f"{name}.csv"
+            if path.exists():
+                with open(path, encoding="utf-8", newline="") as f:
+                    records = list(csv.reader(f))
+                if records:
+                    run.log({name: wandb.Table(columns=records[0], data=records[1:])})
+        for png in sorted(results.glob("*.png")):
+            run.log({png.stem: wandb.Image(str(png))})
+    except Exception as err:
+        log.warning("could not log the tables to wandb: %s", err)
+    finally:
+        tracking.finish(run)
