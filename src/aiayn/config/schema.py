@@ -15,7 +15,7 @@ class CleanConfig:
 
     min_len: int = 1
     max_len: int = 250  # words, whitespace-split
-    max_ratio: float = 2.5  # longer side / shorter side, in words
+    max_ratio: float = 9.0  # longer side / shorter side, in words (Moses clean-corpus-n's default)
     normalize: str = "NFC"
 
 
@@ -24,7 +24,7 @@ class DataConfig:
     name: str = "synthetic"  # synthetic | local | wmt14_en_de | wmt14_en_fr
     src_lang: str = "en"
     tgt_lang: str = "de"
-    # synthetic: generator seed and split sizes (pairs)
+    # synthetic: generator seed and split sizes (pairs); also seeds holdout and subword sampling
     seed: int = 1234
     train_size: int = 20000
     valid_size: int = 1000
@@ -33,7 +33,8 @@ class DataConfig:
     path: Optional[str] = None
     train_prefix: str = "train"
     valid_prefix: str = "val"
-    test_prefix: Optional[str] = None
+    test_prefix: Optional[str] = None  # null: hold out a deterministic test split of train (data.holdout_size)
+    holdout_size: int = 1000
     # remote corpora: download cache (survives reruns) and an optional mirror (folder or URL)
     cache_dir: str = "~/.cache/aiayn"
     mirror: Optional[str] = None

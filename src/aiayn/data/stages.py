@@ -6,7 +6,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from aiayn.io import atomic_write_json
 
@@ -27,19 +27,29 @@ def fetch(cfg: DictConfig) -> dict[str, Any]:
     if d.name == "synthetic":
         from aiayn.data.synthetic import write_corpus
 
-        sizes = {"train": d.train_size, "valid": d.valid_size, "test": d.test_size}
-        write_corpus(out, sizes, seed=d.seed)
-        stats = {
-            "source": "synthetic",
-            "seed": d.seed,
-            "splits": {s: {"lines": _line_count(out / f"{s}.src"), "kept": _line_count(out / f"{s}.src")}
-                       for s in SPLITS},
-        }
+        write_corpus(out, {"train": d.train_size, "valid": d.valid_size, "test": d.test_size}, seed=d.seed)
+        stats = {"source": "synthetic", "seed": d.seed, "src_lang": d.src_lang, "tgt_lang": d.tgt_lang,
+                 "valid_set": f"synthetic valid (seed {d.seed})", "test_set": f"synthetic test (seed {d.seed})"}
+        stats.update({s: {"read": _line_count(out / f"{s}.src"), "kept": _line_count(out / f"{s}.src")}
+                      for s in SPLITS})
         atomic_write_json(out / "stats.json", stats)
         return stats
-    from aiayn.data.sources import prepare_source
+    from aiayn.data.clean import CleanOptions
+    from aiayn.data.sources import prepare_local, prepare_wmt14
 
-    return prepare_source(d, out)
+    clean = CleanOptions(**OmegaConf.to_container(d.clean))
+    if d.name == "local":
+        return prepare_local(
+            d.path, out, d.src_lang, d.tgt_lang, train_prefix=d.train_prefix, valid_prefix=d.valid_prefix,
+            test_prefix=d.test_prefix, clean=clean, max_train_pairs=d.max_train_pairs,
+            holdout_size=d.holdout_size, holdout_seed=d.seed,
+        )
+    if d.name.startswith("wmt14_"):
+        return prepare_wmt14(
+            d.name, out, Path(d.cache_dir).expanduser(), mirror=d.mirror, clean=clean,
+            max_train_pairs=d.max_train_pairs, src_lang=d.src_lang, tgt_lang=d.tgt_lang,
+        )
+    raise ValueError(f"data.name={d.name!r} is not one of synthetic, local, wmt14_en_de, wmt14_en_fr")
 
 
 def bpe(cfg: DictConfig) -> dict[str, Any]:

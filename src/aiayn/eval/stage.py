@@ -92,11 +92,10 @@ def _set_names(cfg: DictConfig) -> dict[str, Any]:
     """Which sets were scored, from the fetch stage's stats.json (e.g. newstest2014-full, 3003 lines)."""
     stats_path = Path(cfg.paths.raw) / "stats.json"
     stats = read_json(stats_path) if stats_path.exists() else {}
-    names = stats.get("sets", {})
     return {
-        "test_set": {"name": names.get("test", f"{cfg.data.name}/test"),
+        "test_set": {"name": stats.get("test_set", f"{cfg.data.name}/test"),
                      "lines": len(read_lines(Path(cfg.paths.raw) / "test.tgt"))},
-        "dev_set": {"name": names.get("valid", f"{cfg.data.name}/valid"),
+        "dev_set": {"name": stats.get("valid_set", f"{cfg.data.name}/valid"),
                     "lines": len(read_lines(Path(cfg.paths.raw) / "valid.tgt"))},
     }
 

@@ -121,6 +121,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         enable_progress_bar=cfg.trainer.enable_progress_bar, enable_model_summary=False, logger=loggers,
         callbacks=[checkpoint_callback(cfg, ckpt_dir), progress, curve, RngState(), RunIdentity(ident)],
         num_sanity_val_steps=0, default_root_dir=run_dir,
+        use_distributed_sampler=False,  # TokenBatchSampler shards by rank itself
     )
     try:
         trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)

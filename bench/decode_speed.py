@@ -1,0 +1,108 @@
+"""Beam search speed: key/value-cached decoding against recomputing the whole prefix every step (CPU).
+
+Same random-weight model, same sentences, same run. Outputs are forced to a length of about 30 tokens (EOS is
+impossible before source length + `--extra`, certain at it), so both modes do the same amount of search.
+Prints sentences per second at batch sizes 1 and 64 and the cache speedup; ends with RESULT lines.
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+import torch
+from torch import Tensor, nn
+
+from aiayn.decode import beam_search
+from aiayn.model import KVCache, Transformer
+from aiayn.decode.translate import pad_batch
+
+PAD, BOS, EOS = 0, 2, 3
+SHAPES = {
+    "small": dict(n_layers=3, d_model=256, d_ff=1024, n_heads=4, d_k=64, d_v=64),
+    "base": dict(n_layers=6, d_model=512, d_ff=2048, n_heads=8, d_k=64, d_v=64),
+}
+
+
+class FixedLength(nn.Module):
+    """Wraps a Transformer so that each output ends after exactly (non-pad source length + extra) tokens."""
+
+    def __init__(self, model: Transformer, extra: int) -> None:
+        super().__init__()
+        self.model, self.extra = model, extra
+
+    def encode(self, src: Tensor, src_mask: Tensor) -> Tensor:
+        return self.model.encode(src, src_mask)
+
+    def decode(self, tgt_in: Tensor, memory: Tensor, src_mask: Tensor, tgt_mask: Tensor | None,
+               cache: KVCache | None = None) -> Tensor:
+        start = 0 if cache is None else cache.length  # read before decode appends the new positions
+        logits = self.model.decode(tgt_in, memory, src_mask, tgt_mask, cache)  # (B, T, V)
+        position = torch.arange(start, start + tgt_in.size(1), device=tgt_in.device)  # (T,)
+        target = src_mask.sum(dim=(1, 2, 3)) + self.extra  # (B,) output length of each row's sentence
+        at_end = position[None, :] >= target[:, None]  # (B, T)
+        logits[..., EOS] = torch.where(at_end, 1e4, -1e4)
+        return logits
+
+
+def make_sources(n: int, vocab: int, mean_len: int, seed: int) -> list[list[int]]:
+    """n random sentences of length around mean_len (+-5), each ending in EOS."""
+    gen = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(mean_len - 5, mean_len + 6, (n,), generator=gen).tolist()
+    return [torch.randint(4, vocab, (length,), generator=gen).tolist() + [EOS] for length in lengths]
+
+
+def timed_search(model: nn.Module, sources: list[list[int]], batch_size: int, incremental: bool,
+                 beam_size: int, device: str = "cpu") -> tuple[float, float]:
+    """(seconds, mean output length) to beam-search all sources in batches of batch_size."""
+    start, lengths = time.perf_counter(), []
+    with torch.inference_mode():
+        for i in range(0, len(sources), batch_size):
+            src = pad_batch(sources[i:i + batch_size], PAD, device)
+            hyps = beam_search(model, src, beam_size=beam_size, alpha=0.6, max_len_b=50, bos_id=BOS, eos_id=EOS,
+                               pad_id=PAD, incremental=incremental)
+            lengths += [len(h[0].tokens) for h in hyps]  # reading the results waits for the device
+    return time.perf_counter() - start, sum(lengths) / len(lengths)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--shape", choices=sorted(SHAPES), default="small")
+    parser.add_argument("--vocab", type=int, default=8000)
+    parser.add_argument("--sentences-b64", type=int, default=64)
+    parser.add_argument("--sentences-b1", type=int, default=16)
+    parser.add_argument("--beam-size", type=int, default=4)
+    parser.add_argument("--src-len", type=int, default=25, help="mean source length")
+    parser.add_argument("--extra", type=int, default=5, help="output length = source length + extra")
+    parser.add_argument("--device", default="cpu", help="the measurement is specified on cpu; cuda for reference")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="intra-op threads; 1 by default: on shared cores, thread barriers dominate small ops")
+    args = parser.parse_args()
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    net = Transformer(vocab_size=args.vocab, dropout=0.0, pad_id=PAD, **SHAPES[args.shape]).eval().to(args.device)
+    model = FixedLength(net, args.extra)
+    sources = make_sources(args.sentences_b64, args.vocab, args.src_len, seed=1)
+    print(f"shape={args.shape} vocab={args.vocab} beam={args.beam_size} device={args.device} "
+          f"threads={torch.get_num_threads()}")
+
+    timed_search(model, sources[:2], 2, True, args.beam_size, args.device)  # warm-up
+    results = {}
+    for batch_size, subset in ((1, sources[: args.sentences_b1]), (64, sources)):
+        for incremental in (True, False):
+            seconds, mean_len = timed_search(model, subset, batch_size, incremental, args.beam_size, args.device)
+            results[batch_size, incremental] = seconds
+            mode = "cached" if incremental else "full  "
+            print(f"batch {batch_size:2d} {mode}: {len(subset)} sentences in {seconds:6.2f} s = "
+                  f"{len(subset) / seconds:7.2f} sentences/s, mean output length {mean_len:.1f}")
+    speedup_b1 = results[1, False] / results[1, True]
+    speedup_b64 = results[64, False] / results[64, True]
+    print(f"cache speedup: batch 1 {speedup_b1:.2f}x, batch 64 {speedup_b64:.2f}x (target >= 3x)")
+    print(f"RESULT decode_sentences_per_s_b1 {args.sentences_b1 / results[1, True]:.3f}")
+    print(f"RESULT decode_sentences_per_s_b64 {len(sources) / results[64, True]:.3f}")
+    print(f"RESULT decode_cache_speedup_b1 {speedup_b1:.3f}")
+    print(f"RESULT decode_cache_speedup {speedup_b64:.3f}")
+
+
+if __name__ == "__main__":
+    main()

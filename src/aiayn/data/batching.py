@@ -1,0 +1,118 @@
+"""Token-count batches of similar-length pairs (section 5.1: "batched together by approximate sequence length").
+
+Each batch holds about `max_tokens` source and `max_tokens` target tokens counted WITH padding
+(batch size x longest sequence, per side), so memory per step is bounded. A single example longer than
+`max_tokens` forms a batch of its own rather than being dropped.
+"""
+from __future__ import annotations
+
+from typing import Iterator
+
+import numpy as np
+
+
+def _greedy_batches(order: np.ndarray, src_lens: np.ndarray, tgt_lens: np.ndarray, max_tokens: int) -> list:
+    """Cut `order` (already length-sorted) into consecutive batches whose padded size fits `max_tokens`."""
+    batches, start, max_s, max_t = [], 0, 0, 0
+    src, tgt = src_lens[order].tolist(), tgt_lens[order].tolist()
+    for i in range(len(order)):
+        # Departure: see docs/departures.md#token-budget-with-padding (the budget counts padded positions)
+        s, t = max(max_s, src[i]), max(max_t, tgt[i])
+        if i > start and (i + 1 - start) * max(s, t) > max_tokens:
+            batches.append(order[start:i])
+            start, s, t = i, src[i], tgt[i]
+        max_s, max_t = s, t
+    if start < len(order):
+        batches.append(order[start:])
+    return batches
+
+
+class TokenBatchSampler:
+    """Length-bucketed, token-budgeted, seeded, resumable and DDP-sharded batch sampler.
+
+    Each epoch: a (seed, epoch)-seeded permutation is cut into windows of `sort_window` examples, each window is
+    sorted by (max, tgt, src) length and cut into token-budgeted batches, and the batch order is shuffled. The epoch
+    counter advances by itself on every new `__iter__` (Lightning does not call `set_epoch` on batch samplers).
+    """
+
+    def __init__(self, src_lens, tgt_lens, max_tokens: int, shuffle: bool = True, seed: int = 0,
+                 drop_last: bool = False, num_replicas: int = 1, rank: int = 0, sort_window: int = 1 << 20):
+        self.src_lens = np.asarray(src_lens, dtype=np.int64)
+        self.tgt_lens = np.asarray(tgt_lens, dtype=np.int64)
+        if self.src_lens.shape != self.tgt_lens.shape:
+            raise ValueError(f"src_lens {self.src_lens.shape} and tgt_lens {self.tgt_lens.shape} differ in length")
+        if not 0 <= rank < num_replicas:
+            raise ValueError(f"rank {rank} not in [0, num_replicas={num_replicas})")
+        self.max_tokens, self.shuffle, self.seed = int(max_tokens), shuffle, seed
+        self.drop_last, self.num_replicas, self.rank, self.sort_window = drop_last, num_replicas, rank, sort_window
+        self.epoch, self._start, self._fresh = 0, 0, True
+        self._cache: tuple[int, list] | None = None
+
+    def _all_batches(self, epoch: int) -> list[np.ndarray]:
+        """Every batch of `epoch` for all ranks, in the order they are served."""
+        n = len(self.src_lens)
+        rng = np.random.default_rng([self.seed, epoch])
+        perm = rng.permutation(n) if self.shuffle else np.arange(n)
+        batches = []
+        for lo in range(0, n, self.sort_window):
+            window = perm[lo:lo + self.sort_window]
+            # Sort by (max, tgt, src) length: the token budget binds on the longer side, so grouping by it first
+            # gives fewer, fuller batches. Ties keep the random window order, so batches vary between epochs.
+            s, t = self.src_lens[window], self.tgt_lens[window]
+            window = window[np.lexsort((s, t, np.maximum(s, t)))]
+            batches += _greedy_batches(window, self.src_lens, self.tgt_lens, self.max_tokens)
+        if self.shuffle:
+            batches = [batches[i] for i in rng.permutation(len(batches))]
+        return batches
+
+    def _rank_batches(self) -> list[np.ndarray]:
+        """This rank's batches of the current epoch; every rank gets the same number."""
+        if self._cache is None or self._cache[0] != self.epoch:
+            batches = self._all_batches(self.epoch)
+            r = self.num_replicas
+            if self.drop_last:
+                batches = batches[:len(batches) // r * r]
+            elif len(batches) % r:  # pad by repeating the first batches, as DistributedSampler does
+                batches += batches[:r - len(batches) % r]
+            self._cache = (self.epoch, batches[self.rank::r])
+        return self._cache[1]
+
+    def __len__(self) -> int:
+        return len(self._rank_batches())
+
+    def __iter__(self) -> Iterator[list[int]]:
+        if not self._fresh:  # a new pass means a new epoch unless set_epoch/load_state_dict just positioned us
+            self.epoch, self._start = self.epoch + 1, 0
+        self._fresh = False
+        batches = self._rank_batches()
+        while self._start < len(batches):
+            batch = batches[self._start]
+            self._start += 1
+            yield batch.tolist()
+
+    def set_epoch(self, epoch: int) -> None:
+        """Position at the start of `epoch` (keeps a resumed position when `epoch` is the current one)."""
+        if epoch != self.epoch:
+            self.epoch, self._start = epoch, 0
+        self._fresh = True
+
+    def state_dict(self) -> dict:
+        """Epoch and batches already yielded in it (exact when batches are consumed as they are yielded)."""
+        return {"epoch": self.epoch, "batches_yielded": self._start, "seed": self.seed}
+
+    def load_state_dict(self, state: dict) -> None:
+        if state["seed"] != self.seed:
+            raise ValueError(f"sampler state has seed {state['seed']}, this sampler {self.seed}")
+        self.epoch, self._start, self._fresh = int(state["epoch"]), int(state["batches_yielded"]), True
+
+
+def padding_fraction(batches, src_lens, tgt_lens) -> float:
+    """Share of padded positions among all positions of the padded (B, S) and (B, T) tensors."""
+    src_lens, tgt_lens = np.asarray(src_lens), np.asarray(tgt_lens)
+    real = padded = 0
+    for b in batches:
+        b = np.asarray(b)
+        s, t = src_lens[b], tgt_lens[b]
+        real += int(s.sum() + t.sum())
+        padded += len(b) * int(s.max() + t.max())
+    return 1.0 - real / padded if padded else 0.0

@@ -1,0 +1,122 @@
+"""LightningDataModule over encoded splits: token-count batches (section 5.1), resumable mid-epoch."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import lightning as L
+import numpy as np
+import torch
+from torch.utils.data import DataLoader
+
+from aiayn.data.batching import TokenBatchSampler
+from aiayn.data.binary import EncodedSplit
+from aiayn.data.tokenizer import Tokenizer
+
+
+class Collater:
+    """Build one padded batch from example indices: numpy arrays first, one conversion to torch per tensor."""
+
+    def __init__(self, split: EncodedSplit, pad_id: int, bos_id: int, eos_id: int):
+        self.split, self.pad_id, self.bos_id, self.eos_id = split, pad_id, bos_id, eos_id
+
+    def __call__(self, ids: list[int]) -> dict:
+        split, ids = self.split, np.asarray(ids, dtype=np.int64)
+        src_lens, tgt_lens = split.src_lens[ids], split.tgt_lens[ids] + 1  # +1: BOS on tgt_in, EOS on tgt_out
+        src = np.full((len(ids), int(src_lens.max())), self.pad_id, dtype=np.int64)  # (B, S)
+        tgt_in = np.full((len(ids), int(tgt_lens.max())), self.pad_id, dtype=np.int64)  # (B, T)
+        tgt_out = tgt_in.copy()
+        tgt_in[:, 0] = self.bos_id
+        for row, i in enumerate(ids):
+            s, t = split.src(i), split.tgt(i)  # stored src already ends with EOS
+            src[row, :len(s)] = s
+            tgt_in[row, 1:len(t) + 1] = t
+            tgt_out[row, :len(t)] = t
+            tgt_out[row, len(t)] = self.eos_id
+        return dict(src=torch.from_numpy(src), tgt_in=torch.from_numpy(tgt_in), tgt_out=torch.from_numpy(tgt_out),
+                    n_src_tokens=int(src_lens.sum()), n_tgt_tokens=int(tgt_lens.sum()), ids=torch.from_numpy(ids))
+
+
+class TranslationDataModule(L.LightningDataModule):
+    """Loads `{bpe_dir}/{split}` encoded splits and `{bpe_dir}/spm.model`; batches of about `max_tokens` tokens.
+
+    Batches: `src` (B, S), `tgt_in` = BOS + y (B, T), `tgt_out` = y + EOS (B, T), all padded with `pad_id`;
+    `n_src_tokens`/`n_tgt_tokens` count non-pad positions of `src`/`tgt_out`; `ids` are example indices.
+    The sampler shards batches across DDP ranks itself: run the Trainer with `use_distributed_sampler=False`.
+    """
+
+    def __init__(self, bpe_dir, max_tokens: int, seed: int = 0, num_workers: int = 0, train_split: str = "train",
+                 val_split: str = "valid", val_max_tokens: int | None = None):
+        super().__init__()
+        self.bpe_dir, self.max_tokens, self.seed, self.num_workers = Path(bpe_dir), max_tokens, seed, num_workers
+        self.train_split, self.val_split = train_split, val_split
+        self.val_max_tokens = val_max_tokens or max_tokens
+        self.tokenizer: Tokenizer | None = None
+        self.splits: dict[str, EncodedSplit] = {}
+        self._sampler: TokenBatchSampler | None = None
+        self._pending_state: dict | None = None
+        self._consumed: tuple[int, int] | None = None  # (epoch, training batches that reached the model)
+
+    @property
+    def tokenizer_path(self) -> Path:
+        return self.bpe_dir / "spm.model"
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.tokenizer is None:
+            self.tokenizer = Tokenizer(self.tokenizer_path)
+        for name in (self.train_split, self.val_split):
+            if name not in self.splits:
+                split = EncodedSplit(self.bpe_dir / name)
+                split.check_tokenizer(self.tokenizer_path)
+                self.splits[name] = split
+
+    def _replicas(self) -> tuple[int, int]:
+        trainer = self.trainer
+        return (trainer.world_size, trainer.global_rank) if trainer is not None else (1, 0)
+
+    def _loader(self, name: str, sampler: TokenBatchSampler) -> DataLoader:
+        tok, split = self.tokenizer, self.splits[name]
+        return DataLoader(range(len(split)), batch_sampler=sampler, num_workers=self.num_workers,
+                          collate_fn=Collater(split, tok.pad_id, tok.bos_id, tok.eos_id),
+                          persistent_workers=self.num_workers > 0)
+
+    def _make_sampler(self, name: str, max_tokens: int, shuffle: bool) -> TokenBatchSampler:
+        split, (world, rank) = self.splits[name], self._replicas()
+        # +1 on targets: the model sees BOS + y and predicts y + EOS.
+        return TokenBatchSampler(split.src_lens, split.tgt_lens + 1, max_tokens, shuffle=shuffle, seed=self.seed,
+                                 num_replicas=world, rank=rank)
+
+    def train_dataloader(self) -> DataLoader:
+        self.setup("fit")
+        self._sampler = self._make_sampler(self.train_split, self.max_tokens, shuffle=True)
+        if self._pending_state is not None:
+            self._sampler.load_state_dict(self._pending_state)
+        return self._loader(self.train_split, self._sampler)
+
+    def val_dataloader(self) -> DataLoader:
+        self.setup("validate")
+        return self._loader(self.val_split, self._make_sampler(self.val_split, self.val_max_tokens, shuffle=False))
+
+    def on_before_batch_transfer(self, batch, dataloader_idx: int):
+        """Count training batches as they reach the model; worker prefetching makes the sampler run ahead."""
+        trainer = self.trainer
+        if trainer is not None and trainer.training and self._sampler is not None:
+            epoch = self._sampler.epoch
+            done = self._consumed[1] if self._consumed and self._consumed[0] == epoch else 0
+            self._consumed = (epoch, done + 1)
+        return batch
+
+    def state_dict(self) -> dict:
+        """Epoch and batches consumed in it; Lightning stores this in checkpoints."""
+        if self._sampler is None:
+            return dict(self._pending_state or {})
+        state = self._sampler.state_dict()
+        if self._consumed is not None:
+            epoch, done = self._consumed
+            state["batches_yielded"] = done if epoch == state["epoch"] else 0
+        return state
+
+    def load_state_dict(self, state: dict) -> None:
+        self._pending_state = dict(state)
+        self._consumed = (int(state["epoch"]), int(state["batches_yielded"]))
+        if self._sampler is not None:
+            self._sampler.load_state_dict(state)

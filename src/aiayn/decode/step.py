@@ -1,0 +1,71 @@
+"""One decoding step shared by greedy and beam search: next-token log-probabilities over `encode`/`decode`.
+
+Dimensions: B sentences, N = B * beams rows being decoded, S source length, t target prefix length, V vocabulary.
+"""
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from aiayn.model.cache import KVCache
+from aiayn.model.masks import causal_mask, src_mask
+
+
+def max_output_lengths(src: Tensor, pad_id: int, max_len_b: int) -> Tensor:
+    """Per-sentence output limit, section 6.1: input length + max_len_b tokens (EOS not counted), (B,).
+
+    The input length counts the non-pad source tokens, the source's EOS included (as tensor2tensor did).
+    """
+    if max_len_b < 0:
+        raise ValueError(f"max_len_b must be >= 0, got {max_len_b}")
+    return (src != pad_id).sum(dim=1) + max_len_b
+
+
+def force_eos(lprobs: Tensor, at_limit: Tensor, eos_id: int) -> Tensor:
+    """Rows that reached their length limit may only emit EOS (keeping the model's EOS log-probability)."""
+    if bool(at_limit.any()):
+        eos_lprob = lprobs[at_limit, eos_id]
+        lprobs[at_limit] = -torch.inf
+        lprobs[at_limit, eos_id] = eos_lprob
+    return lprobs
+
+
+class Stepper:
+    """Holds the encoder output of the rows being decoded and scores the next token of each row's prefix.
+
+    With `incremental=True` the decoder sees only the newest token and keeps earlier keys/values in a KVCache;
+    otherwise it recomputes the whole prefix every step (the reference the cache must reproduce).
+    """
+
+    def __init__(self, model: nn.Module, src: Tensor, *, pad_id: int, bos_id: int, repeats: int,
+                 incremental: bool) -> None:
+        self.model = model
+        self.pad_id = pad_id
+        self.bos_id = bos_id
+        mask = src_mask(src, pad_id)  # (B, 1, 1, S)
+        memory = model.encode(src, mask)  # (B, S, d_model)
+        # Each sentence's rows are contiguous: row i * repeats + j is beam j of sentence i.
+        self.memory = memory.repeat_interleave(repeats, dim=0)  # (N, S, d_model)
+        self.src_mask = mask.repeat_interleave(repeats, dim=0)  # (N, 1, 1, S)
+        self.cache = KVCache() if incremental else None
+
+    def log_probs(self, tokens: Tensor) -> Tensor:
+        """Log-probabilities of the next token after each prefix `tokens` (N, t) (BOS first), float32 (N, V)."""
+        if self.cache is not None:
+            logits = self.model.decode(tokens[:, -1:], self.memory, self.src_mask, None, cache=self.cache)
+        else:
+            mask = causal_mask(tokens.size(1), tokens.device)  # (1, 1, t, t); prefixes never hold padding
+            logits = self.model.decode(tokens, self.memory, self.src_mask, mask)
+        lprobs = logits[:, -1].float().log_softmax(dim=-1)  # (N, V)
+        # Padding and BOS are never valid outputs (fairseq masks padding the same way).
+        # Departure: see docs/departures.md#decode-special-tokens
+        lprobs[:, self.pad_id] = -torch.inf
+        lprobs[:, self.bos_id] = -torch.inf
+        return lprobs
+
+    def select(self, index: Tensor) -> None:
+        """Keep (and reorder, repeat or drop) rows: beams follow their parents, finished sentences leave."""
+        self.memory = self.memory.index_select(0, index)
+        self.src_mask = self.src_mask.index_select(0, index)
+        if self.cache is not None:
+            self.cache.reorder(index)

@@ -1,0 +1,87 @@
+"""Text in, text out: tokenise, batch by length, search, detokenise, in the caller's sentence order."""
+from __future__ import annotations
+
+from typing import Protocol, Sequence
+
+import torch
+from torch import Tensor, nn
+
+from aiayn.decode.beam import beam_search
+from aiayn.decode.greedy import greedy_search
+
+STRATEGIES = ("beam", "greedy")
+
+
+class Tokenizer(Protocol):
+    """What `translate` needs from the project's tokenizer wrapper."""
+
+    pad_id: int
+    bos_id: int
+    eos_id: int
+    vocab_size: int
+
+    def encode(self, lines: list[str]) -> list[list[int]]: ...
+
+    def decode(self, ids: list[list[int]]) -> list[str]: ...
+
+
+def batch_by_length(lengths: Sequence[int], batch_tokens: int) -> list[list[int]]:
+    """Indices grouped into batches of similar length whose padded size (count x longest) fits batch_tokens.
+
+    A sentence longer than batch_tokens gets a batch of its own rather than being dropped.
+    """
+    if batch_tokens < 1:
+        raise ValueError(f"batch_tokens must be >= 1, got {batch_tokens}")
+    batches: list[list[int]] = []
+    current: list[int] = []
+    for index in sorted(range(len(lengths)), key=lambda i: lengths[i]):
+        # Sorted ascending, so the newcomer is the longest of the batch.
+        if current and (len(current) + 1) * lengths[index] > batch_tokens:
+            batches.append(current)
+            current = []
+        current.append(index)
+    if current:
+        batches.append(current)
+    return batches
+
+
+def pad_batch(sequences: Sequence[Sequence[int]], pad_id: int, device: torch.device | str) -> Tensor:
+    """Right-padded (B, S) long tensor of the given token id sequences."""
+    width = max(len(seq) for seq in sequences)
+    src = torch.full((len(sequences), width), pad_id, dtype=torch.long)
+    for row, seq in enumerate(sequences):
+        src[row, : len(seq)] = torch.tensor(seq, dtype=torch.long)
+    return src.to(device)
+
+
+def translate(model: nn.Module, tokenizer: Tokenizer, sentences: list[str], *, strategy: str = "beam",
+              beam_size: int, alpha: float, max_len_b: int, batch_tokens: int = 4096,
+              device: torch.device | str | None = None) -> list[str]:
+    """Detokenised translations of `sentences` (section 6.1 search), same order; the model is left as it was.
+
+    Sources end with EOS as in training; `batch_tokens` bounds source tokens (with padding) per batch.
+    """
+    if strategy not in STRATEGIES:
+        raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
+    if device is None:
+        device = next(model.parameters()).device
+    ids = [tokens + [tokenizer.eos_id] for tokens in tokenizer.encode(sentences)]
+    special = dict(bos_id=tokenizer.bos_id, eos_id=tokenizer.eos_id, pad_id=tokenizer.pad_id)
+    outputs: list[list[int]] = [[] for _ in sentences]
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.inference_mode():
+            for batch in batch_by_length([len(seq) for seq in ids], batch_tokens):
+                src = pad_batch([ids[i] for i in batch], tokenizer.pad_id, device)
+                if strategy == "beam":
+                    hyps = beam_search(model, src, beam_size=beam_size, alpha=alpha, max_len_b=max_len_b,
+                                       **special)
+                    best = [sentence_hyps[0].tokens for sentence_hyps in hyps]
+                else:
+                    best = greedy_search(model, src, max_len_b=max_len_b, **special)
+                for index, tokens in zip(batch, best):
+                    outputs[index] = tokens
+    finally:
+        model.train(was_training)
+    return tokenizer.decode(outputs)

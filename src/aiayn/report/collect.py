@@ -1,0 +1,118 @@
+"""Read run folders runs/{row}/seed{seed}/: config.yaml, train.json, eval.json, hypotheses and curves."""
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+# eval.json numbers the tables read; each must be a number (or absent / null) for the run to count.
+EVAL_NUMBERS = ("bleu", "bleu_paper", "dev_bleu", "dev_bleu_paper", "dev_ppl")
+TRAIN_NUMBERS = ("params", "vocab_size", "wall_time_s")
+CURVE_COLUMNS = ("step", "train_loss", "val_loss", "val_ppl", "lr")
+
+
+@dataclass
+class RunRecord:
+    """One (row, seed) run; `ok` is False with a `reason` when eval.json is absent or unusable."""
+
+    row: str
+    seed: int
+    path: Path
+    ok: bool
+    reason: str = ""
+    config: dict[str, Any] = field(default_factory=dict)
+    train: dict[str, Any] = field(default_factory=dict)
+    eval: dict[str, Any] = field(default_factory=dict)
+
+    def metric(self, key: str) -> float | None:
+        """An eval.json number, or None when the run failed or did not record it."""
+        value = self.eval.get(key) if self.ok else None
+        return None if value is None else float(value)
+
+    def hyps_file(self, split: str) -> Path | None:
+        """hyps.{split}.txt when this run wrote it."""
+        path = self.path / f"hyps.{split}.txt"
+        return path if self.ok and path.is_file() else None
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _read_json(path: Path, numbers: Iterable[str]) -> dict[str, Any]:
+    """Parse a JSON object, checking that the listed keys hold finite numbers when present."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ValueError(f"{path}: unreadable ({err})") from err
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a JSON object, got {type(data).__name__}")
+    for key in numbers:
+        if data.get(key) is not None and not _is_number(data[key]):
+            raise ValueError(f"{path}: key {key!r} is {data[key]!r}, not a finite number")
+    return data
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    """A resolved run config as plain dicts (OmegaConf's loader, which also reads 1e18-style floats)."""
+    try:
+        data = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, OmegaConfBaseException) as err:
+        raise ValueError(f"{path}: unreadable ({err})") from err
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a mapping at the top level")
+    return data
+
+
+def read_run(runs_dir: Path, row: str, seed: int) -> RunRecord:
+    """Read one run folder; problems become a failed record with the file and key named, never an exception.
+
+    Reasons name files from the runs folder's own name down ("runs/A1/seed2/eval.json"), so the tables
+    written from them do not depend on where the checkout lives.
+    """
+    path = Path(runs_dir) / row / f"seed{seed}"
+    shown = f"{Path(runs_dir).name}/{row}/seed{seed}"
+    if not path.is_dir():
+        return RunRecord(row, seed, path, ok=False, reason=f"{shown} is missing")
+    if not (path / "eval.json").is_file():
+        return RunRecord(row, seed, path, ok=False, reason=f"{shown}/eval.json is absent")
+    try:
+        record = RunRecord(row, seed, path, ok=True, eval=_read_json(path / "eval.json", EVAL_NUMBERS))
+        if (path / "train.json").is_file():
+            record.train = _read_json(path / "train.json", TRAIN_NUMBERS)
+        if (path / "config.yaml").is_file():
+            record.config = _read_yaml(path / "config.yaml")
+    except ValueError as err:
+        return RunRecord(row, seed, path, ok=False, reason=str(err).replace(str(path), shown))
+    return record
+
+
+def collect_runs(runs_dir: Path, rows: Iterable[str], seeds: Iterable[int]) -> list[RunRecord]:
+    """Every (row, seed) in the given order, including missing and failed runs with their reasons."""
+    seeds = list(seeds)
+    return [read_run(Path(runs_dir), row, seed) for row in rows for seed in seeds]
+
+
+def read_curve(path: Path) -> dict[str, list[float]]:
+    """A curve.csv as columns of floats; empty cells become NaN so matplotlib leaves gaps."""
+    with open(path, newline="", encoding="utf-8") as f:
+        reader = csv.DictReader(f)
+        if "step" not in (reader.fieldnames or []):
+            raise ValueError(f"{path}: no 'step' column; expected {list(CURVE_COLUMNS)}")
+        columns: dict[str, list[float]] = {c: [] for c in CURVE_COLUMNS if c in reader.fieldnames}
+        for line_no, line in enumerate(reader, start=2):
+            for name, values in columns.items():
+                cell = (line.get(name) or "").strip()
+                try:
+                    values.append(float(cell) if cell else math.nan)
+                except ValueError as err:
+                    raise ValueError(f"{path}:{line_no}: column {name!r} has {cell!r}, not a number") from err
+    return columns

@@ -1,0 +1,103 @@
+"""Atomic writers and cell formatting shared by the Table 2 and Table 3 writers (markdown, CSV, booktabs)."""
+from __future__ import annotations
+
+import csv
+import io
+import os
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+_LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+                  "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+DASH = "—"
+
+
+def atomic_write(path: Path, write: Callable[[Path], None]) -> Path:
+    """Call write(tmp) on a temporary file beside `path`, then rename it over `path` (readers never see half a file)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        write(Path(tmp))
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def atomic_write_text(path: Path, text: str) -> Path:
+    """Write UTF-8 text atomically."""
+    return atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+
+def csv_text(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
+    """CSV with the given columns; None becomes an empty cell (undefined, never 0 or NaN)."""
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(columns)
+    for row in rows:
+        writer.writerow(["" if row.get(c) is None else row[c] for c in columns])
+    return buf.getvalue()
+
+
+def num(x: float | None, digits: int = 2) -> str:
+    """A number, or an em dash when undefined."""
+    return DASH if x is None else f"{x:.{digits}f}"
+
+
+def signed(x: float | None, digits: int = 2) -> str:
+    """A difference with its sign, or an em dash."""
+    return DASH if x is None else f"{x:+.{digits}f}"
+
+
+def sci(x: float | None) -> str:
+    """FLOPs in the paper's style (3.3e18), or an em dash."""
+    return DASH if x is None else f"{x:.1e}"
+
+
+def mean_pm(mean: float | None, low: float | None, high: float | None, digits: int = 2, sign: bool = False) -> str:
+    """"mean ± half-width" of a symmetric interval; the bare mean when there is no interval."""
+    text = signed(mean, digits) if sign else num(mean, digits)
+    if mean is None or low is None or high is None:
+        return text
+    return f"{text} ± {(high - low) / 2:.{digits}f}"
+
+
+def pvalue(p: float | None) -> str:
+    """A p-value with enough digits to see small ones."""
+    if p is None:
+        return DASH
+    return "0" if p == 0 else (f"{p:.3f}" if p >= 0.001 else f"{p:.1e}")
+
+
+def markdown_table(header: Sequence[str], body: Sequence[Sequence[str]]) -> str:
+    """A GitHub-flavoured markdown table; the first column left-aligned, the rest right-aligned."""
+    def line(cells: Sequence[str]) -> str:
+        return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+
+    align = ["---"] + ["---:"] * (len(header) - 1)
+    return "\n".join([line(header), line(align), *(line(r) for r in body)]) + "\n"
+
+
+def latex_escape(text: str) -> str:
+    """Escape LaTeX's special characters; ±, ×, Δ and − become math mode (pdflatex lacks them as text)."""
+    out = "".join(_LATEX_SPECIAL.get(ch, ch) for ch in text)
+    for char, latex in (("±", r"$\pm$"), ("×", r"$\times$"), ("Δ", r"$\Delta$"), ("−", "$-$"), (DASH, "---")):
+        out = out.replace(char, latex)
+    return out
+
+
+def latex_tabular(header: Sequence[str], body: Sequence[Sequence[str]], rule_after: Sequence[int] = ()) -> str:
+    """A booktabs tabular (needs \\usepackage{booktabs}); `rule_after` lists body rows followed by \\midrule."""
+    lines = [r"\begin{tabular}{l" + "r" * (len(header) - 1) + "}", r"\toprule",
+             " & ".join(latex_escape(h) for h in header) + r" \\", r"\midrule"]
+    for i, row in enumerate(body):
+        lines.append(" & ".join(latex_escape(c) for c in row) + r" \\")
+        if i in rule_after and i != len(body) - 1:
+            lines.append(r"\midrule")
+    lines += [r"\bottomrule", r"\end{tabular}"]
+    return "\n".join(lines) + "\n"

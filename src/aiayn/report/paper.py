@@ -1,0 +1,55 @@
+"""The paper's published numbers (Tables 2 and 3 of Vaswani et al. 2017), read from packaged YAML."""
+from __future__ import annotations
+
+import copy
+from importlib import resources
+from typing import Any
+
+from omegaconf import OmegaConf
+
+_TABLES_FILE = "paper_tables.yaml"
+# Row groups of Table 3 in the paper's order; a group of one entry is named by its letter alone ("E").
+_GROUPS = ("A", "B", "C", "D", "E")
+
+
+def _load() -> dict[str, Any]:
+    """Parse the packaged copy of the paper's tables (a fresh dict on every call: callers may mutate it)."""
+    text = resources.files("aiayn.report").joinpath(_TABLES_FILE).read_text(encoding="utf-8")
+    # OmegaConf's YAML loader, because PyYAML (YAML 1.1) reads "3.3e18" (no dot, no exponent sign) as a string.
+    tables = OmegaConf.to_container(OmegaConf.create(text))
+    if not isinstance(tables, dict) or "table3" not in tables or "table2" not in tables:
+        raise ValueError(f"aiayn/report/{_TABLES_FILE}: expected top-level keys 'table2' and 'table3'")
+    return tables
+
+
+def paper_table3() -> dict[str, dict[str, Any]]:
+    """Table 3 rows by our row name (base, A1..A4, B1, B2, C1..C7, D1..D4, E, big).
+
+    Blank fields are "identical to those of the base model" (Table 3 caption), so the base values fill them.
+    """
+    table = _load()["table3"]
+    base = dict(table["base"])
+    rows: dict[str, dict[str, Any]] = {"base": copy.deepcopy(base)}
+    for group in _GROUPS:
+        variants = table.get(group)
+        if not isinstance(variants, list):
+            raise ValueError(f"aiayn/report/{_TABLES_FILE}: table3.{group} must be a list of rows")
+        for i, delta in enumerate(variants, start=1):
+            name = group if len(variants) == 1 else f"{group}{i}"
+            rows[name] = {**base, **delta}
+    rows["big"] = {**base, **table["big"]}
+    return rows
+
+
+def paper_table2() -> list[dict[str, Any]]:
+    """Table 2 rows in the paper's order: model, en_de/en_fr BLEU and cost_en_de/cost_en_fr (or cost) in FLOPs."""
+    return [dict(row) for row in _load()["table2"]]
+
+
+def paper_bleu_and_cost(model: str, pair: str) -> tuple[float | None, float | None]:
+    """The paper's Table 2 BLEU and training cost for one system and language pair (e.g. "en_de")."""
+    for row in paper_table2():
+        if row["model"] == model:
+            # The Transformer rows give one cost for both pairs; the other systems give one per pair.
+            return row.get(pair), row.get(f"cost_{pair}", row.get("cost"))
+    raise KeyError(f"no system {model!r} in the paper's Table 2")

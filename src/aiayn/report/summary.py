@@ -1,0 +1,79 @@
+"""The aggregate stage's one call: read every run, write Tables 2 and 3 and the figures, return a summary."""
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from aiayn.report.collect import RunRecord, collect_runs
+from aiayn.report.plots import plot_bleu_by_row, plot_learning_curves
+from aiayn.report.significance import read_lines
+from aiayn.report.table2 import P100_SUSTAINED_FLOPS, build_table2, write_table2
+from aiayn.report.table3 import build_table3, write_table3
+
+
+def _distinct(records: Sequence[RunRecord], *keys: str) -> str | None:
+    """The distinct values of a nested config key over the runs that have one, e.g. "tiny" or "tiny, small"."""
+    values = set()
+    for rec in records:
+        node: Any = rec.config
+        for key in keys:
+            node = node.get(key) if isinstance(node, Mapping) else None
+        if node is not None:
+            values.add(str(node))
+    return ", ".join(sorted(values)) or None
+
+
+def mean_words(path: Path | None) -> float | None:
+    """Average whitespace-separated words per line of a text file (None when it is absent or empty)."""
+    if path is None or not Path(path).is_file():
+        return None
+    lines = read_lines(Path(path))
+    return sum(len(line.split()) for line in lines) / len(lines) if lines else None
+
+
+def sentence_lengths(refs: Mapping[str, Path]) -> tuple[float, float]:
+    """Average (source, target) sentence lengths for counted attention FLOPs, from the test (else dev) files.
+
+    Words, not subword tokens: attention products are a few percent of the total at these lengths, so the
+    underestimate barely moves the count. The source side is test.src beside test.tgt when it exists.
+    """
+    tgt_file = refs.get("test") or refs.get("valid")
+    tgt = mean_words(tgt_file)
+    src = mean_words(Path(tgt_file).with_suffix(".src")) if tgt_file else None
+    tgt = tgt or 1.0  # no reference text at all: count the matmuls at length 1 rather than fail
+    return (src or tgt, tgt)
+
+
+def aggregate(
+    runs_dir: Path, rows: Iterable[str], seeds: Iterable[int], refs: Mapping[str, Path], out_dir: Path,
+    sustained_flops_per_device: float = P100_SUSTAINED_FLOPS, bootstrap_samples: int = 1000,
+) -> dict[str, Any]:
+    """Write table3.{md,csv,tex}, table2.{md,csv,tex}, bleu_by_row.png and learning_curves.png into out_dir.
+
+    refs maps a split ("valid", "test") to its reference file. Missing or failed runs are reported, never fatal.
+    """
+    rows, seeds, out_dir = list(rows), list(seeds), Path(out_dir)
+    records = collect_runs(Path(runs_dir), rows, seeds)
+    ok = [r for r in records if r.ok]
+    lengths = sentence_lengths(refs)
+    context = dict(scale=_distinct(ok, "scale", "name"), data=_distinct(ok, "data", "name"),
+                   seeds=" ".join(map(str, seeds)), bootstrap_samples=bootstrap_samples,
+                   sustained_flops_per_device=sustained_flops_per_device,
+                   lengths=f"{lengths[0]:.1f}/{lengths[1]:.1f} words")
+    table3 = build_table3(records, refs.get("valid"), bootstrap_samples)
+    table2 = build_table2(records, lengths, sustained_flops_per_device)
+    curves = {f"{r.row}/seed{r.seed}": r.path / "curve.csv" for r in records if (r.path / "curve.csv").is_file()}
+    outputs = [*write_table3(table3, out_dir, context), *write_table2(table2, out_dir, context),
+               plot_bleu_by_row(table3, out_dir / "bleu_by_row.png"),
+               plot_learning_curves(curves, out_dir / "learning_curves.png")]
+    return {
+        "n_runs": len(records),
+        "n_ok": len(ok),
+        "n_per_row": {row: sum(r.ok for r in records if r.row == row) for row in rows},
+        "failed": {f"{r.row}/seed{r.seed}": r.reason for r in records if not r.ok},
+        "context": context,
+        "table3": table3,
+        "table2": table2,
+        "outputs": [str(p) for p in outputs],
+    }

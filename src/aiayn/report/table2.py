@@ -1,0 +1,116 @@
+"""Table 2 (test BLEU and training cost): our base and big beside the paper's systems."""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from aiayn.flops import training_flops
+from aiayn.report.collect import RunRecord
+from aiayn.report.formats import (DASH, atomic_write_text, csv_text, latex_tabular, markdown_table, mean_pm, num,
+                                  sci)
+from aiayn.report.paper import paper_bleu_and_cost, paper_table2
+from aiayn.report.stats import mean_ci
+
+# The paper's estimate of a P100's sustained single-precision rate (section 6.1, footnote 5): 9.5 TFLOPS.
+P100_SUSTAINED_FLOPS = 9.5e12
+OUR_SYSTEMS = {"base": "Transformer (base model)", "big": "Transformer (big)"}
+COLUMNS = (
+    "system", "source", "pair", "n_seeds", "bleu_mean", "bleu_ci95_low", "bleu_ci95_high",
+    "bleu_tok_mean", "bleu_tok_ci95_low", "bleu_tok_ci95_high", "paper_bleu",
+    "train_flops_estimated", "train_flops_counted", "paper_train_flops", "wall_time_s", "devices",
+)
+
+
+def language_pair(config: Mapping[str, Any]) -> str | None:
+    """"en_de" from the resolved run config's data.src_lang / data.tgt_lang (the paper's column names)."""
+    data = config.get("data") or {}
+    src, tgt = data.get("src_lang"), data.get("tgt_lang")
+    return f"{src}_{tgt}".lower() if src and tgt else None
+
+
+def estimated_flops(train: Mapping[str, Any], sustained_flops_per_device: float) -> float | None:
+    """The paper's way: training time x number of devices x a sustained rate per device."""
+    device = train.get("device") or {}
+    if train.get("wall_time_s") is None or not device.get("count"):
+        return None
+    return float(train["wall_time_s"]) * int(device["count"]) * sustained_flops_per_device
+
+
+def counted_flops(rec: RunRecord, lengths: tuple[float, float]) -> float | None:
+    """aiayn.flops over the tokens this run saw; None when the run did not record what it needs."""
+    model, seen, vocab = rec.config.get("model"), rec.train.get("tokens_seen") or {}, rec.train.get("vocab_size")
+    if not model or vocab is None or seen.get("src") is None or seen.get("tgt") is None:
+        return None
+    try:
+        return training_flops(model, int(vocab), seen["src"], seen["tgt"], *lengths)
+    except (KeyError, ValueError):
+        return None  # a config without the model sizes leaves the cell blank rather than stopping the report
+
+
+def _ours(name: str, pair: str, recs: Sequence[RunRecord], sustained: float, lengths: tuple[float, float]
+          ) -> dict[str, Any]:
+    bleu = mean_ci(v for r in recs if (v := r.metric("bleu")) is not None)
+    tok = mean_ci(v for r in recs if (v := r.metric("bleu_paper")) is not None)
+    est = mean_ci(v for r in recs if (v := estimated_flops(r.train, sustained)) is not None)
+    counted = mean_ci(v for r in recs if (v := counted_flops(r, lengths)) is not None)
+    wall = mean_ci(float(r.train["wall_time_s"]) for r in recs if r.train.get("wall_time_s") is not None)
+    devices = sorted({f"{d.get('count')}x {d.get('name')}" for r in recs if (d := r.train.get("device"))})
+    paper_bleu, paper_cost = paper_bleu_and_cost(OUR_SYSTEMS[name], pair)
+    return dict(system=f"{OUR_SYSTEMS[name]}, ours", source="ours", pair=pair, n_seeds=len(recs),
+                bleu_mean=bleu.mean, bleu_ci95_low=bleu.low, bleu_ci95_high=bleu.high,
+                bleu_tok_mean=tok.mean, bleu_tok_ci95_low=tok.low, bleu_tok_ci95_high=tok.high,
+                paper_bleu=paper_bleu, train_flops_estimated=est.mean, train_flops_counted=counted.mean,
+                paper_train_flops=paper_cost, wall_time_s=wall.mean, devices=", ".join(devices) or None)
+
+
+def build_table2(records: Sequence[RunRecord], lengths: tuple[float, float],
+                 sustained_flops_per_device: float = P100_SUSTAINED_FLOPS) -> list[dict[str, Any]]:
+    """Our base/big per language pair run, then the paper's Table 2 systems for those pairs.
+
+    `lengths` are the average source and target sentence lengths (tokens) that counted attention FLOPs use.
+    """
+    groups: dict[tuple[str, str], list[RunRecord]] = {}
+    for rec in records:
+        pair = language_pair(rec.config)
+        if rec.ok and rec.row in OUR_SYSTEMS and pair:
+            groups.setdefault((rec.row, pair), []).append(rec)
+    pairs = sorted({pair for _, pair in groups}) or ["en_de"]
+    rows = [_ours(name, pair, groups[(name, pair)], sustained_flops_per_device, lengths)
+            for name in OUR_SYSTEMS for pair in pairs if (name, pair) in groups]
+    for pair in pairs:
+        for entry in paper_table2():
+            bleu, cost = paper_bleu_and_cost(entry["model"], pair)
+            if bleu is not None or cost is not None:
+                rows.append(dict(system=entry["model"], source="paper", pair=pair, paper_bleu=bleu,
+                                 paper_train_flops=cost))
+    return [{c: row.get(c) for c in COLUMNS} for row in rows]
+
+
+HEADER = ("System", "Pair", "n", "test BLEU (sacre)", "test BLEU (tok)", "paper BLEU",
+          "FLOPs (time×devices×rate)", "FLOPs (counted)", "paper FLOPs")
+
+
+def write_table2(rows: Sequence[dict[str, Any]], out_dir: Path, context: Mapping[str, Any]) -> list[Path]:
+    """Write table2.md (with legend), table2.csv and table2.tex (booktabs), atomically."""
+    body = [[r["system"], r["pair"], DASH if r["n_seeds"] is None else str(r["n_seeds"]),
+             mean_pm(r["bleu_mean"], r["bleu_ci95_low"], r["bleu_ci95_high"]),
+             mean_pm(r["bleu_tok_mean"], r["bleu_tok_ci95_low"], r["bleu_tok_ci95_high"]),
+             num(r["paper_bleu"]), sci(r["train_flops_estimated"]), sci(r["train_flops_counted"]),
+             sci(r["paper_train_flops"])] for r in rows]
+    n_ours = sum(r["source"] == "ours" for r in rows)
+    text = (
+        "# Table 2: test BLEU and training cost\n\n" + markdown_table(HEADER, body) + "\n"
+        f"Scale: {context.get('scale') or DASH}; data: {context.get('data') or DASH}.\n\n"
+        "test BLEU (sacre) is detokenized sacreBLEU; test BLEU (tok) is the paper's tokenized, compound-split "
+        "BLEU; mean ± half-width of a 95% Student-t interval over seeds. FLOPs (time×devices×rate) follows the "
+        "paper: wall time × device count × a sustained rate per device, here "
+        f"{context.get('sustained_flops_per_device', P100_SUSTAINED_FLOPS):.2g} FLOP/s (the paper's P100 "
+        "estimate, whatever device actually ran). FLOPs (counted) is 3 × forward matmul FLOPs per token × tokens "
+        f"seen (aiayn.flops), with attention at average sentence lengths {context.get('lengths', DASH)}. "
+        "At a reduced scale the absolute numbers are not comparable with the paper's.\n"
+    )
+    out_dir = Path(out_dir)
+    return [atomic_write_text(out_dir / "table2.md", text),
+            atomic_write_text(out_dir / "table2.csv", csv_text(rows, COLUMNS)),
+            atomic_write_text(out_dir / "table2.tex", latex_tabular(HEADER, body, rule_after=(n_ours - 1,)))]

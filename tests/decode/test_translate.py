@@ -1,0 +1,62 @@
+"""translate(): text to text, batched by length, in the caller's order, leaving the model's mode as it was."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from aiayn.decode import batch_by_length, beam_search, greedy_search, translate
+
+LETTERS = "abcdefgh"  # ids 4..11 of the tiny model's 12-token vocabulary
+
+
+class LetterTokenizer:
+    """One id per letter; the project's tokenizer interface in miniature."""
+
+    pad_id, unk_id, bos_id, eos_id, vocab_size = 0, 1, 2, 3, 12
+
+    def encode(self, lines):
+        return [[4 + LETTERS.index(ch) for ch in line] for line in lines]
+
+    def decode(self, ids):
+        return ["".join(LETTERS[i - 4] for i in seq) for seq in ids]
+
+
+SENTENCES = ["abc", "h", "gfedcba", "", "bd", "abcdefgh", "ee"]
+
+
+def test_batch_by_length_respects_the_token_budget_and_covers_every_index():
+    lengths = [5, 1, 9, 3, 3, 20, 2]
+    batches = batch_by_length(lengths, batch_tokens=10)
+    assert sorted(i for batch in batches for i in batch) == list(range(len(lengths)))
+    for batch in batches:
+        longest = max(lengths[i] for i in batch)
+        assert len(batch) == 1 or len(batch) * longest <= 10
+    assert [5] in batches  # longer than the budget: alone, not dropped
+    with pytest.raises(ValueError, match="batch_tokens"):
+        batch_by_length(lengths, batch_tokens=0)
+
+
+@pytest.mark.parametrize("strategy", ["beam", "greedy"])
+def test_translate_matches_searching_each_sentence_alone(tiny_transformer, strategy):
+    tok = LetterTokenizer()
+    tiny_transformer.train()
+    out = translate(tiny_transformer, tok, SENTENCES, strategy=strategy, beam_size=3, alpha=0.6, max_len_b=4,
+                    batch_tokens=12)
+    assert tiny_transformer.training  # restored
+    tiny_transformer.eval()
+    expected = []
+    with torch.inference_mode():
+        for ids in tok.encode(SENTENCES):
+            src = torch.tensor([ids + [tok.eos_id]])
+            special = dict(bos_id=2, eos_id=3, pad_id=0, max_len_b=4)
+            if strategy == "beam":
+                expected.append(beam_search(tiny_transformer, src, beam_size=3, alpha=0.6, **special)[0][0].tokens)
+            else:
+                expected += greedy_search(tiny_transformer, src, **special)
+    assert out == tok.decode(expected)
+
+
+def test_unknown_strategy_is_rejected(tiny_transformer):
+    with pytest.raises(ValueError, match="sample"):
+        translate(tiny_transformer, LetterTokenizer(), ["ab"], strategy="sample", beam_size=4, alpha=0.6,
+                  max_len_b=5)

@@ -1,0 +1,62 @@
+"""sacreBLEU, chrF and the paper's tokenized, compound-split BLEU."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import sacrebleu
+
+from aiayn.eval import chrf, paper_bleu, paper_tokenize, sacre_bleu, score_translations, split_compounds
+
+HYPS = ["The cat sat on the mat.", "It's a rich-text format, isn't it?", "Hello world"]
+REFS = ["The cat is sitting on the mat.", "It is a rich-text format, isn't it?", "Hello, world!"]
+
+
+def test_sacre_bleu_and_chrf_equal_sacrebleu_itself():
+    score, signature = sacre_bleu(HYPS, REFS)
+    assert score == pytest.approx(sacrebleu.corpus_bleu(HYPS, [REFS]).score)
+    assert "tok:13a" in signature and "nrefs:1" in signature
+    assert chrf(HYPS, REFS) == pytest.approx(sacrebleu.corpus_chrf(HYPS, [REFS]).score)
+
+
+def test_split_compounds_follows_the_tensor2tensor_perl_substitution():
+    assert split_compounds("rich-text format") == "rich ##AT##-##AT## text format"
+    assert split_compounds("a - b") == "a - b"  # a free-standing dash is no compound
+    # Non-overlapping like perl's s///g: after "3-D" is rewritten the "D" is used up, so "-Brille" stays.
+    assert split_compounds("3-D-Brille") == "3 ##AT##-##AT## D-Brille"
+
+
+def test_paper_tokenize_is_moses_german_without_escaping_then_split():
+    got = paper_tokenize(['Er sagte: "Das Kosten-Nutzen-Verhältnis & 1.000,50 Euro!"'], "de")
+    assert got == ['Er sagte : " Das Kosten ##AT##-##AT## Nutzen ##AT##-##AT## Verhältnis & 1.000,50 Euro ! "']
+
+
+def test_paper_bleu_counts_split_compound_tokens():
+    # Nine tokens after splitting, one word differs at index 7: n-gram precisions 8/9, 6/8, 5/7, 4/6, BP = 1.
+    hyp, ref = "the rich-text format is very good here", "the rich-text format is very nice here"
+    expected = 100 * math.exp(sum(math.log(p) for p in (8 / 9, 6 / 8, 5 / 7, 4 / 6)) / 4)
+    assert paper_bleu([hyp], [ref], "en") == pytest.approx(expected, abs=1e-9)
+    # Unsplit, "rich-text" would be one token (7 tokens: 6/7, 4/6, 2/5, 2/4): a different number.
+    unsplit = 100 * math.exp(sum(math.log(p) for p in (6 / 7, 4 / 6, 2 / 5, 2 / 4)) / 4)
+    assert abs(expected - unsplit) > 1
+
+
+def test_paper_bleu_credits_partly_right_compounds_that_sacrebleu_does_not():
+    hyps = ["Wir machen heute eine Kosten-Analyse für das neue Projekt."]
+    refs = ["Wir machen heute eine Kosten-Nutzen-Analyse für das neue Projekt."]
+    # sacreBLEU's 13a keeps each compound as one (unmatched) token; split, "Kosten" and "Analyse" match.
+    assert paper_bleu(hyps, refs, "de") > sacre_bleu(hyps, refs)[0] + 5
+
+
+def test_score_translations_reports_every_field():
+    scores = score_translations(HYPS, REFS, tgt_lang="en", bootstrap=50, seed=1)
+    assert set(scores) >= {"bleu", "sacrebleu_signature", "bleu_paper", "chrf", "bleu_ci95", "n_sentences"}
+    assert scores["n_sentences"] == 3 and len(scores["bleu_ci95"]) == 2
+    assert scores["bleu"] == pytest.approx(sacre_bleu(HYPS, REFS)[0])
+    assert score_translations(HYPS, REFS, tgt_lang="en", bootstrap=0)["bleu_ci95"] is None
+
+
+@pytest.mark.parametrize("fn", [lambda h, r: sacre_bleu(h, r), lambda h, r: paper_bleu(h, r, "de"), chrf])
+def test_unpaired_inputs_are_rejected(fn):
+    with pytest.raises(ValueError, match="2 hypotheses but 3 references"):
+        fn(HYPS[:2], REFS)
