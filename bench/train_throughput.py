@@ -2,7 +2,8 @@
 
 Both models share the embedding/positional wrapping and the loss, start from the same weights, see the same
 batches and take Adam steps in the same run, alternating step by step; the headline is the median over steps
-of torch's step time over ours, so load from other processes on the machine hurts both alike. Run: python bench/train_throughput.py
+of torch's step time over ours, so load from other processes on the machine hurts both alike.
+Run: python bench/train_throughput.py [--shape tiny|base|both] [--steps N] [--rounds R] [--dropout P]
 """
 from __future__ import annotations
 
@@ -132,12 +133,12 @@ def bench_shape(name: str, steps: int, rounds: int, dropout: float) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shape", choices=["tiny", "base", "both"], default="both")
-    parser.add_argument("--steps", type=int, default=0, help="distinct timed batches (default: 8 tiny, 3 base)")
+    parser.add_argument("--steps", type=int, default=0, help="distinct timed batches (default: 8 tiny, 2 base)")
     parser.add_argument("--rounds", type=int, default=3, help="passes over the timed batches")
     parser.add_argument("--dropout", type=float, default=0.1)
     args = parser.parse_args()
     names = ["tiny", "base"] if args.shape == "both" else [args.shape]
-    ratios = {n: bench_shape(n, args.steps or (8 if n == "tiny" else 3), args.rounds, args.dropout) for n in names}
+    ratios = {n: bench_shape(n, args.steps or (8 if n == "tiny" else 2), args.rounds, args.dropout) for n in names}
     for n in ("tiny", "base"):
         if n in ratios:
             print(f"RESULT train_throughput_{n}_ratio {ratios[n]:.3f}")

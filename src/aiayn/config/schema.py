@@ -29,6 +29,7 @@ class DataConfig:
     train_size: int = 20000
     valid_size: int = 1000
     test_size: int = 1000
+    lexicon_scale: float = 1.0  # synthetic lexicon size; 1.0 is about 3000 lemmas
     # local: a folder of parallel files {prefix}.{lang}
     path: Optional[str] = None
     train_prefix: str = "train"

@@ -27,8 +27,9 @@ def fetch(cfg: DictConfig) -> dict[str, Any]:
     if d.name == "synthetic":
         from aiayn.data.synthetic import write_corpus
 
-        write_corpus(out, {"train": d.train_size, "valid": d.valid_size, "test": d.test_size}, seed=d.seed)
-        stats = {"source": "synthetic", "seed": d.seed, "src_lang": d.src_lang, "tgt_lang": d.tgt_lang,
+        write_corpus(out, {"train": d.train_size, "valid": d.valid_size, "test": d.test_size}, seed=d.seed,
+                     lexicon_scale=d.lexicon_scale)
+        stats = {"source": "synthetic", "seed": d.seed, "lexicon_scale": d.lexicon_scale, "src_lang": d.src_lang, "tgt_lang": d.tgt_lang,
                  "valid_set": f"synthetic valid (seed {d.seed})", "test_set": f"synthetic test (seed {d.seed})"}
         stats.update({s: {"read": _line_count(out / f"{s}.src"), "kept": _line_count(out / f"{s}.src")}
                       for s in SPLITS})

@@ -200,10 +200,13 @@ def _join(tokens: list[str]) -> str:
     return " ".join(out)
 
 
-def iter_pairs(seed: int, with_meta: bool = False) -> Iterator:
-    """Endless stream of (English, German) pairs (with a metadata dict when `with_meta`), 4 to 40 words each."""
+def iter_pairs(seed: int, with_meta: bool = False, lexicon_scale: float = 1.0) -> Iterator:
+    """Endless stream of (English, German) pairs (with a metadata dict when `with_meta`), 4 to 40 words each.
+
+    `lexicon_scale` shrinks (or grows) the open-class lexicon; 1.0 is about 3000 lemmas.
+    """
     rng = random.Random(seed)
-    grammar = _Grammar(lx.build_lexicon(), rng)
+    grammar = _Grammar(lx.scaled_lexicon(lexicon_scale), rng)
     while True:
         meta = dict(nps=[], clauses=[], compounds=[])
         en, de = grammar.sentence(meta)
@@ -212,9 +215,9 @@ def iter_pairs(seed: int, with_meta: bool = False) -> Iterator:
             yield (en_s, de_s, meta) if with_meta else (en_s, de_s)
 
 
-def generate(n_pairs: int, seed: int, with_meta: bool = False) -> list:
+def generate(n_pairs: int, seed: int, with_meta: bool = False, lexicon_scale: float = 1.0) -> list:
     """`n_pairs` deterministic pairs for `seed`: (src, tgt) tuples, or (src, tgt, meta) with `with_meta`."""
-    return list(itertools.islice(iter_pairs(seed, with_meta), n_pairs))
+    return list(itertools.islice(iter_pairs(seed, with_meta, lexicon_scale), n_pairs))
 
 
 def split_seed(seed: int, split: str) -> int:
@@ -229,7 +232,8 @@ def _write_lines(path: Path, lines: list[str]) -> None:
     os.replace(tmp, path)
 
 
-def write_corpus(out_dir, sizes: dict[str, int], seed: int, src_ext: str = "src", tgt_ext: str = "tgt") -> dict:
+def write_corpus(out_dir, sizes: dict[str, int], seed: int, src_ext: str = "src", tgt_ext: str = "tgt",
+                 lexicon_scale: float = 1.0) -> dict:
     """Write `{split}.{src_ext,tgt_ext}` for each split; later splits never repeat an earlier split's source."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -238,7 +242,7 @@ def write_corpus(out_dir, sizes: dict[str, int], seed: int, src_ext: str = "src"
     stats = {}
     for split in order:
         pairs: list[tuple[str, str]] = []
-        for src, tgt in iter_pairs(split_seed(seed, split)):
+        for src, tgt in iter_pairs(split_seed(seed, split), lexicon_scale=lexicon_scale):
             if len(pairs) == sizes[split]:
                 break
             if split != "train" and src in seen:

@@ -149,3 +149,11 @@ def build_lexicon(n_nouns: int = 1800, n_adjectives: int = 500, n_verbs: int = 7
     adverbs = tuple(zip(_unique(rng, _EN, n_adverbs, taken, syll=(2, 3)),
                         _unique(rng, _DE, n_adverbs, taken, syll=(2, 3))))
     return Lexicon(nouns, adjectives, tuple(verbs), adverbs)
+
+
+def scaled_lexicon(scale: float = 1.0) -> Lexicon:
+    """The lexicon with every open word class resized by `scale` (at least 30 verbs: 25 of them take clauses)."""
+    if scale <= 0:
+        raise ValueError(f"data.lexicon_scale must be > 0, got {scale}")
+    return build_lexicon(n_nouns=max(10, round(1800 * scale)), n_adjectives=max(5, round(500 * scale)),
+                         n_verbs=max(30, round(700 * scale)), n_adverbs=max(3, round(60 * scale)))

@@ -69,6 +69,7 @@ class MultiHeadAttention(nn.Module):
         super().__init__()
         self.n_heads, self.d_k, self.d_v = n_heads, d_k, d_v
         self.dropout = dropout
+        # Departure: see docs/departures.md#attention-biases (the paper's W^Q, W^K, W^V, W^O have no bias)
         self.w_qkv = nn.Linear(d_model, n_heads * (2 * d_k + d_v))
         self.w_o = nn.Linear(n_heads * d_v, d_model)
         self.reset_parameters()

@@ -1,0 +1,105 @@
+"""Each pipeline stage's run() on the smoke scale in a temporary folder, in DAG order, as DVC would call them."""
+from __future__ import annotations
+
+import csv
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from omegaconf import OmegaConf
+
+from aiayn.config import compose
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def stage(name: str):
+    """Import pipeline/<name>.py without running it (nothing runs at import time)."""
+    spec = importlib.util.spec_from_file_location(f"pipeline_{name}", REPO / "pipeline" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def overrides(tmp: Path, *extra: str) -> list[str]:
+    return [
+        "scale=smoke", "logger=none", "trainer.enable_progress_bar=false",
+        f"paths.raw={tmp}/data/raw", f"paths.bpe={tmp}/data/bpe", f"paths.runs={tmp}/runs",
+        f"paths.results={tmp}/results", *extra,
+    ]
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory) -> Path:
+    """fetch -> bpe -> train (2 seeds) -> evaluate (2 seeds) -> aggregate, through each script's run()."""
+    tmp = tmp_path_factory.mktemp("pipeline")
+    stage("fetch").run(compose(overrides(tmp)))
+    stage("bpe").run(compose(overrides(tmp)))
+    for seed in (1, 2):
+        stage("train").run(compose(overrides(tmp, f"seed={seed}")))
+        stage("evaluate").run(compose(overrides(tmp, f"seed={seed}")))
+    stage("aggregate").run(compose(overrides(tmp, "aggregate.rows=[base]", "aggregate.seeds=[1,2]")))
+    return tmp
+
+
+def test_fetch_writes_the_six_files_and_stats(workspace: Path) -> None:
+    raw = workspace / "data" / "raw"
+    for split, n in (("train", 600), ("valid", 40), ("test", 40)):
+        for side in ("src", "tgt"):
+            assert len((raw / f"{split}.{side}").read_text(encoding="utf-8").splitlines()) == n
+    stats = json.loads((raw / "stats.json").read_text())
+    assert stats["source"] == "synthetic" and stats["test"]["kept"] == 40
+
+
+def test_bpe_writes_tokenizer_and_encoded_splits(workspace: Path) -> None:
+    bpe = workspace / "data" / "bpe"
+    assert (bpe / "spm.model").exists()
+    for split in ("train", "valid", "test"):
+        assert (bpe / f"{split}.src.bin").stat().st_size > 0 and (bpe / f"{split}.json").exists()
+
+
+def test_train_writes_the_run_folder(workspace: Path) -> None:
+    run = workspace / "runs" / "base" / "seed1"
+    summary = json.loads((run / "train.json").read_text())
+    assert summary["steps"] == 12 and summary["tokens_seen"]["tgt"] > 0 and summary["val_ppl"] > 1
+    config = OmegaConf.load(run / "config.yaml")
+    assert config.seed == 1 and config.row.name == "base" and config.model.d_model == 32
+    ckpts = sorted(p.name for p in (run / "checkpoints").glob("step-*.ckpt"))
+    assert ckpts[-1] == "step-00000012.ckpt" and (run / "checkpoints" / "last.ckpt").exists()
+    state = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)  # plain values only
+    assert state["hyper_parameters"]["model"]["d_model"] == 32
+    with open(run / "curve.csv", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    assert [int(r["step"]) for r in rows if r["val_ppl"]] == [6, 12]
+
+
+def test_same_seed_same_metrics_different_seed_different(workspace: Path, tmp_path: Path) -> None:
+    first = json.loads((workspace / "runs" / "base" / "seed1" / "train.json").read_text())
+    other = json.loads((workspace / "runs" / "base" / "seed2" / "train.json").read_text())
+    again = stage("train").run(compose(overrides(workspace, "seed=1", f"paths.runs={tmp_path}/runs")))
+    assert again["val_loss"] == first["val_loss"] and again["train_loss"] == first["train_loss"]
+    assert other["val_loss"] != first["val_loss"]
+
+
+def test_evaluate_writes_scores_and_hypotheses(workspace: Path) -> None:
+    run = workspace / "runs" / "base" / "seed1"
+    scores = json.loads((run / "eval.json").read_text())
+    for key in ("bleu", "sacrebleu_signature", "bleu_paper", "chrf", "dev_ppl", "dev_bleu", "bleu_ci95",
+                "test_set", "checkpoints_averaged", "beam_size", "length_penalty", "sentences_per_s"):
+        assert key in scores, key
+    assert scores["checkpoints_averaged"] == 5 and scores["beam_size"] == 4
+    assert scores["test_set"]["lines"] == 40 and "nrefs:1" in scores["sacrebleu_signature"]
+    assert len((run / "hyps.test.txt").read_text(encoding="utf-8").splitlines()) == 40
+
+
+def test_aggregate_writes_table3_with_seed_counts(workspace: Path) -> None:
+    with open(workspace / "results" / "table3.csv", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    assert [r["row"] for r in rows] == ["base"] and rows[0]["n_seeds"] == "2"
+    for col in ("bleu_mean", "bleu_ci95_low", "bleu_ci95_high", "ppl_mean", "ppl_ci95_low", "ppl_ci95_high"):
+        assert col in rows[0]
+    assert float(rows[0]["ppl_ci95_low"]) <= float(rows[0]["ppl_mean"]) <= float(rows[0]["ppl_ci95_high"])
+    assert (workspace / "results" / "table3.md").exists() and (workspace / "results" / "table2.md").exists()
