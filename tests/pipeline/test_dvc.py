@@ -36,12 +36,18 @@ def repo(tmp_path_factory) -> Path:
         if (REPO / rel).is_file():
             (dst / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(REPO / rel, dst / rel)
-    run(["git", "init", "-q"], dst)
     params = yaml.safe_load((dst / "params.yaml").read_text())
     params.update(scale="smoke", rows=["base"], seeds=[1, 2])
     (dst / "params.yaml").write_text(yaml.safe_dump(params))
+    run(["git", "init", "-q"], dst)
     dvc("repro", cwd=dst)
+    git_commit(dst, "smoke-scale reproduction")
     return dst
+
+
+def git_commit(repo: Path, message: str) -> None:
+    run(["git", "add", "-A"], repo)
+    run(["git", "-c", "user.name=test", "-c", "user.email=test@example.com", "commit", "-qm", message], repo)
 
 
 def test_repro_writes_table3_with_every_row_and_seed(repo: Path) -> None:
@@ -76,6 +82,8 @@ def test_adding_a_row_changes_only_that_rows_stages(repo: Path) -> None:
     (repo / "params.yaml").write_text(yaml.safe_dump(params))
     changed = {line.strip().rstrip(":") for line in dvc("status", cwd=repo).splitlines()
                if line and not line.startswith(("\t", " "))}
+    run(["git", "checkout", "-q", "--", "params.yaml"], repo)
+    (repo / "conf" / "row" / "X1.yaml").unlink()
     assert changed == {"train@X1-1", "train@X1-2", "evaluate@X1-1", "evaluate@X1-2", "aggregate"}, changed
 
 
@@ -84,3 +92,11 @@ def test_hydra_multirun_runs_two_seeds(repo: Path) -> None:
          "trainer.enable_progress_bar=false", "paths.runs=multirun_runs"], repo)
     for seed in (1, 2):
         assert (repo / "multirun_runs" / "base" / f"seed{seed}" / "train.json").exists()
+
+
+def test_exp_run_with_one_more_seed_runs_only_that_seed(repo: Path) -> None:
+    out = dvc("exp", "run", "-S", "seeds=[1,2,3]", cwd=repo)
+    ran = {line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage")}
+    assert ran == {"train@base-3", "evaluate@base-3", "aggregate"}, out
+    with open(repo / "results" / "table3.csv", encoding="utf-8") as f:
+        assert next(csv.DictReader(f))["n_seeds"] == "3"

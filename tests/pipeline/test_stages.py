@@ -103,3 +103,15 @@ def test_aggregate_writes_table3_with_seed_counts(workspace: Path) -> None:
         assert col in rows[0]
     assert float(rows[0]["ppl_ci95_low"]) <= float(rows[0]["ppl_mean"]) <= float(rows[0]["ppl_ci95_high"])
     assert (workspace / "results" / "table3.md").exists() and (workspace / "results" / "table2.md").exists()
+
+
+def test_multi30k_from_a_local_folder_end_to_end(shared_dir: Path, tmp_path: Path) -> None:
+    """data=multi30k: the real corpus through every per-run stage (smoke-sized model)."""
+    extra = ("data=multi30k", f"data.path={shared_dir / 'data' / 'multi30k'}", "data.max_train_pairs=3000")
+    stats = stage("fetch").run(compose(overrides(tmp_path, *extra)))
+    assert stats["valid"]["kept"] == 1014 and stats["test"]["kept"] == 1000
+    stage("bpe").run(compose(overrides(tmp_path, *extra)))
+    stage("train").run(compose(overrides(tmp_path, *extra)))
+    scores = stage("evaluate").run(compose(overrides(tmp_path, *extra)))
+    assert scores["dev_set"]["lines"] == 1014 and scores["test_set"]["lines"] == 1000
+    assert "held out" in scores["test_set"]["name"]

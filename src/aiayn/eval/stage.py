@@ -17,6 +17,7 @@ from aiayn.data.datamodule import TranslationDataModule
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.decode import translate
 from aiayn.eval.averaging import average_checkpoints, select_last
+from aiayn.eval.bleu import sacre_bleu
 from aiayn.eval.evaluate import score_translations
 from aiayn.eval.perplexity import dev_perplexity
 from aiayn.io import atomic_write_json, atomic_write_text, read_json
@@ -71,7 +72,10 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
             result.update({prefix + k: v for k, v in scores.items()})
             result[f"{prefix}sentences_per_s"] = round(speed, 3)
             if split == "test":
-                _log_samples(wandb_run, read_lines(Path(cfg.paths.raw) / "test.src"), refs, hyps, cfg.decode.samples)
+                sources = read_lines(Path(cfg.paths.raw) / "test.src")
+                # The trivial baseline: the source sentence copied unchanged, scored the same way.
+                result["copy_baseline_bleu"] = sacre_bleu(sources, refs)[0]
+                _log_samples(wandb_run, sources, refs, hyps, cfg.decode.samples)
         result.update(_set_names(cfg))
         datamodule = TranslationDataModule(bpe_dir, max_tokens=cfg.train.max_tokens, seed=cfg.seed)
         datamodule.setup("validate")
