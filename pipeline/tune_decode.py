@@ -1,0 +1,22 @@
+"""Dev-set choice of beam size and length penalty (section 6.1); not a DVC stage, a sweep run by hand.
+
+Sweep: python pipeline/tune_decode.py -m +tune=decode row=base seed=1
+   or: python pipeline/tune_decode.py -m row=base seed=1 decode.beam_size=1,4 decode.length_penalty=0.0,0.6
+Each job decodes the dev split only and writes runs/{row}/seed{seed}/decode_tuning/beam{b}-lp{a}.json; the
+folder's chosen.json, table.md and decode/tuned.yaml always reflect every setting written so far.
+Use the choice: python pipeline/evaluate.py row=base seed=1 --config-dir runs/base/seed1/decode_tuning decode=tuned
+"""
+from omegaconf import DictConfig
+
+from aiayn.config import prepare
+from aiayn.config.cli import hydra_main
+
+
+def run(cfg: DictConfig) -> dict:
+    from aiayn.eval.tuning import tune_setting
+
+    return tune_setting(prepare(cfg))
+
+
+if __name__ == "__main__":
+    hydra_main(run)
