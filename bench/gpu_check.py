@@ -1,0 +1,144 @@
+"""Training speed of base and big at the paper's batch (section 5.1: ~25000 source + 25000 target tokens per step).
+
+Plain PyTorch with only torch and our own model/loss/schedule/FLOP counter (PYTHONPATH=src), so it runs on a GPU
+machine without Lightning or Hydra: bf16 autocast, fused scaled-dot-product attention (the model's
+F.scaled_dot_product_attention), fused Adam, optionally torch.compile. Data: random tokens in batches of one
+sentence length each, lengths drawn log-normally around WMT14 EN-DE's ~27 subwords per sentence (not real text:
+the speed depends only on shapes). Prints tokens/s, counted-FLOP MFU against the device's dense bf16 peak and
+against a measured bf16 matmul, peak memory, and projected hours for the paper's steps (base 100k, big 300k).
+Run: PYTHONPATH=src python bench/gpu_check.py --shape base --steps 300 [--compile]; CPU dry run: --shape tiny --steps 2
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import time
+
+import torch
+
+from aiayn.flops import training_flops
+from aiayn.model import Transformer
+from aiayn.train.loss import label_smoothed_nll_loss
+from aiayn.train.mfu import peak_flops
+from aiayn.train.schedule import inverse_sqrt_lr
+
+SHAPES = {  # Table 3 base and big; tiny for a CPU dry run
+    "base": dict(n_layers=6, d_model=512, d_ff=2048, n_heads=8, d_k=64, d_v=64, dropout=0.1, vocab=37000,
+                 paper_steps=100_000),
+    "big": dict(n_layers=6, d_model=1024, d_ff=4096, n_heads=16, d_k=64, d_v=64, dropout=0.3, vocab=37000,
+                paper_steps=300_000),
+    "tiny": dict(n_layers=2, d_model=64, d_ff=256, n_heads=4, d_k=16, d_v=16, dropout=0.1, vocab=1000,
+                 paper_steps=100_000),
+}
+PAD = 0
+
+
+def make_batches(batch_tokens: int, vocab: int, device: torch.device, n: int = 8, seed: int = 0) -> list[dict]:
+    """`n` batches of about `batch_tokens` tokens per side, one length each (multiples of 8, as bucketing gives)."""
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.empty(n).log_normal_(math.log(27.0), 0.5, generator=g).clamp(4, 200)
+    out = []
+    for length in lengths.tolist():
+        length = int(math.ceil(length / 8) * 8)
+        sentences = max(1, batch_tokens // length)
+        src = torch.randint(4, vocab, (sentences, length), generator=g)  # (B, S)
+        tgt = torch.randint(4, vocab, (sentences, length + 1), generator=g)  # (B, T + 1)
+        out.append(dict(src=src.to(device), tgt_in=tgt[:, :-1].to(device), tgt_out=tgt[:, 1:].to(device),
+                        tokens=sentences * length, length=length))
+    return out
+
+
+def matmul_tflops(device: torch.device) -> float | None:
+    """Measured bf16 8192^3 matmul rate: the ceiling this device actually reaches (GPU only)."""
+    if device.type != "cuda":
+        return None
+    a = torch.randn(8192, 8192, device=device, dtype=torch.bfloat16)
+    b = torch.randn(8192, 8192, device=device, dtype=torch.bfloat16)
+    for _ in range(3):
+        a @ b
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(10):
+        a @ b
+    torch.cuda.synchronize()
+    return 10 * 2 * 8192**3 / (time.perf_counter() - t0) / 1e12
+
+
+def train_steps(shape: dict, batches: list[dict], steps: int, warmup: int, device: torch.device,
+                compile_model: bool) -> dict:
+    """Train `steps` steps after `warmup` untimed ones; return seconds per step, tokens and counted FLOPs."""
+    torch.manual_seed(0)
+    dims = {k: shape[k] for k in ("n_layers", "d_model", "d_ff", "n_heads", "d_k", "d_v", "dropout")}
+    model = Transformer(vocab_size=shape["vocab"], pad_id=PAD, max_positions=256, **dims).to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9,
+                                 fused=device.type == "cuda")
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda k: inverse_sqrt_lr(k + 1, shape["d_model"], 4000))
+    forward = torch.compile(model) if compile_model else model
+    amp = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else torch.autocast("cpu",
+                                                                                                     enabled=False)
+    tokens = flops = 0.0
+    loss_sum = torch.zeros((), device=device)
+    for i in range(warmup + steps):
+        if i == warmup:
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+                torch.cuda.reset_peak_memory_stats()
+            t0 = time.perf_counter()
+        batch = batches[i % len(batches)]
+        with amp:
+            logits = forward(batch["src"], batch["tgt_in"])  # (B, T, V)
+            loss, _ = label_smoothed_nll_loss(logits, batch["tgt_out"], 0.1, PAD)
+        (loss / batch["tokens"]).backward()
+        optimizer.step()
+        schedule.step()
+        optimizer.zero_grad(set_to_none=True)
+        if i >= warmup:
+            loss_sum += loss.detach() / batch["tokens"]  # on the device: no sync inside the timed loop
+            tokens += 2 * batch["tokens"]
+            flops += training_flops(dims, shape["vocab"], batch["tokens"], batch["tokens"], batch["length"],
+                                    batch["length"])
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    seconds = time.perf_counter() - t0
+    mean_loss = float(loss_sum) / steps
+    if not math.isfinite(mean_loss):
+        raise FloatingPointError(f"non-finite training loss ({mean_loss})")
+    return dict(s_per_step=seconds / steps, tokens=tokens, flops=flops, seconds=seconds, loss=mean_loss)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shape", choices=sorted(SHAPES), default="base")
+    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--warmup", type=int, default=20)
+    parser.add_argument("--batch-tokens", type=int, default=25_000, help="per side per step (paper: 25000)")
+    parser.add_argument("--compile", action="store_true", help="torch.compile the model")
+    args = parser.parse_args()
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    torch.backends.cuda.matmul.allow_tf32 = True
+    shape = SHAPES[args.shape]
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    tag = f"{args.shape}{'_compiled' if args.compile else ''}"
+    print(f"device {name}, torch {torch.__version__}, shape {args.shape} {shape}, compile {args.compile}")
+    batches = make_batches(args.batch_tokens if device.type == "cuda" else min(args.batch_tokens, 512),
+                           shape["vocab"], device)
+    result = train_steps(shape, batches, args.steps, min(args.warmup, args.steps), device, args.compile)
+    rate = result["flops"] / result["seconds"]
+    peak = peak_flops(name, "bf16-mixed")
+    measured = matmul_tflops(device)
+    hours = result["s_per_step"] * shape["paper_steps"] / 3600
+    print(f"mean train loss {result['loss']:.3f} over {args.steps} steps")
+    print(f"RESULT {tag}_tokens_per_s {result['tokens'] / result['seconds']:.0f}")
+    print(f"RESULT {tag}_ms_per_step {result['s_per_step'] * 1e3:.1f}")
+    print(f"RESULT {tag}_model_tflops {rate / 1e12:.1f}")
+    if measured is not None:
+        print(f"RESULT {tag}_matmul_tflops_measured {measured:.0f}")
+        print(f"RESULT {tag}_mfu_vs_measured_matmul {rate / 1e12 / measured:.3f}")
+        print(f"RESULT {tag}_peak_memory_gib {torch.cuda.max_memory_allocated(device) / 2**30:.1f}")
+    print(f"RESULT {tag}_projected_hours_{shape['paper_steps'] // 1000}k_steps {hours:.2f}")
+    if peak is not None:
+        print(f"RESULT {tag}_mfu {rate / peak:.3f}")  # headline: against the datasheet dense bf16 peak
+
+
+if __name__ == "__main__":
+    main()
