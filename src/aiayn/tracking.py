@@ -16,7 +16,9 @@ from omegaconf import DictConfig, OmegaConf
 
 log = logging.getLogger(__name__)
 
-SECRET_KEY = re.compile(r"(api_?key|token|secret|password|passwd|credential)", re.IGNORECASE)
+# Whole name segments: `hf_token` and `api_key` are secrets, `max_tokens` and `batch_tokens` are not.
+SECRET_KEY = re.compile(r"(^|[_-])(api_?key|(secret|access|private)_?key|token|secret|password|passwd|credentials?)$",
+                        re.IGNORECASE)
 SECRET_ENV = ("WANDB_API_KEY", "HF_TOKEN", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
 
 
@@ -35,6 +37,20 @@ def scrub(obj: Any, secrets: list[str] | None = None) -> Any:
         for s in secrets:
             obj = obj.replace(s, "***")
     return obj
+
+
+def refuse_secrets(cfg: DictConfig) -> None:
+    """Refuse a config holding a credential-like key (e.g. `+logger.api_key=...`): it would be saved with the run."""
+    def keys(node: Any, prefix: str = "") -> list[str]:
+        if not isinstance(node, dict):
+            return []
+        return [f"{prefix}{k}" for k in node if SECRET_KEY.search(str(k))] + [
+            found for k, v in node.items() for found in keys(v, f"{prefix}{k}.")]
+
+    found = keys(OmegaConf.to_container(cfg, resolve=False))
+    if found:
+        raise ValueError(f"config key {found[0]} looks like a credential; credentials come from the environment "
+                         f"(WANDB_API_KEY) or `wandb login`, never the config, which is saved with every run")
 
 
 def has_credentials() -> bool:
@@ -77,11 +93,43 @@ def start_run(cfg: DictConfig, job_type: str, name: str | None = None, group: st
             dir=cfg.logger.dir,
             mode=resolve_mode(cfg.logger.mode),
             reinit="finish_previous",
-            settings=wandb.Settings(silent=True, init_timeout=60, console="off"),
+            settings=wandb.Settings(silent=True, init_timeout=cfg.logger.init_timeout, console="off"),
         )
     except Exception as err:  # wandb is optional: a broken install, service or network must not stop the run
         log.warning("wandb disabled for this run: %s: %s", type(err).__name__, scrub(str(err)))
         return None
+
+
+def lightning_logger(run):
+    """Lightning's WandbLogger on `run`; a failing wandb call is logged once, then wandb is dropped, training goes on."""
+    from lightning.pytorch.loggers import WandbLogger  # here, not at import: the other stages need no Lightning
+
+    class GuardedWandbLogger(WandbLogger):
+        failed = False
+
+        def _guard(self, name: str, call, *args) -> None:
+            if self.failed:
+                return
+            try:
+                call(*args)
+            except Exception as err:
+                self.failed = True
+                log.warning("wandb %s failed, no more wandb logging in this run (its folder keeps every metric): "
+                            "%s: %s", name, type(err).__name__, scrub(str(err)))
+
+        def log_metrics(self, metrics, step=None) -> None:
+            self._guard("log_metrics", super().log_metrics, metrics, step)
+
+        def log_hyperparams(self, params, *args) -> None:
+            self._guard("log_hyperparams", super().log_hyperparams, params, *args)
+
+        def after_save_checkpoint(self, checkpoint_callback) -> None:
+            self._guard("after_save_checkpoint", super().after_save_checkpoint, checkpoint_callback)
+
+        def finalize(self, status: str) -> None:
+            self._guard("finalize", super().finalize, status)
+
+    return GuardedWandbLogger(experiment=run, log_model=False)
 
 
 def finish(run) -> None:

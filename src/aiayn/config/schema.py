@@ -120,6 +120,7 @@ class LoggerConfig:
     mode: str = "auto"  # auto (online when logged in, else offline) | online | offline | disabled
     dir: str = "."  # wandb writes <dir>/wandb/
     tags: List[str] = field(default_factory=list)
+    init_timeout: float = 60.0  # seconds wandb may take to reach its server before the run goes on without it
 
 
 @dataclass

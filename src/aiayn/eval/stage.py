@@ -28,11 +28,22 @@ log = logging.getLogger(__name__)
 
 def load_model(ckpt_dir: Path, average_last: int, device: torch.device) -> tuple[Transformer, list[Path]]:
     """The run's model with the mean weights of its last `average_last` checkpoints (0 or 1: the last one)."""
+    if (ckpt_dir / "last.ckpt").exists():
+        _open_checkpoint(ckpt_dir / "last.ckpt")  # select_last reads its step: name it if it is unreadable
     paths = select_last(ckpt_dir, average_last)
-    hparams = torch.load(paths[-1], map_location="cpu", weights_only=True)["hyper_parameters"]
+    hparams = [_open_checkpoint(p) for p in paths][-1]["hyper_parameters"]
     model = Transformer(vocab_size=hparams["vocab_size"], pad_id=hparams["pad_id"], **hparams["model"])
     model.load_state_dict(average_checkpoints(paths))
     return model.to(device).eval(), paths
+
+
+def _open_checkpoint(path: Path) -> dict[str, Any]:
+    """A checkpoint memory-mapped (weights_only=True); a truncated or corrupt file is an error naming it."""
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception as err:
+        raise ValueError(f"{path}: unreadable checkpoint ({type(err).__name__}: {err}); delete it and rerun the "
+                         f"train stage to rewrite it") from err
 
 
 def read_lines(path: Path) -> list[str]:
@@ -55,6 +66,7 @@ def decode_split(cfg: DictConfig, model, tokenizer, split: str, device) -> tuple
 
 def evaluate(cfg: DictConfig) -> dict[str, Any]:
     """Score run `runs/{row}/seed{seed}`; write eval.json, hyps.valid.txt and hyps.test.txt."""
+    tracking.refuse_secrets(cfg)
     run_dir, bpe_dir = Path(cfg.paths.run_dir), Path(cfg.paths.bpe)
     device = torch.device("cuda" if cfg.trainer.accelerator == "gpu" and torch.cuda.is_available() else "cpu")
     model, paths = load_model(run_dir / "checkpoints", cfg.row.average_last, device)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import io
+import os
 import random
 import time
 from pathlib import Path
@@ -15,10 +16,13 @@ from typing import Any
 import lightning as L
 import numpy as np
 import torch
+from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.plugins.io import TorchCheckpointIO
 
-from aiayn.io import atomic_write_text
+from aiayn.io import atomic_path, atomic_write_text
 
-CURVE_FIELDS = ("step", "train/loss", "train/nll", "train/lr", "train/tokens_per_s", "val/loss", "val/ppl")
+CURVE_FIELDS = ("step", "train/loss", "train/nll", "train/lr", "train/tokens_per_s", "train/grad_norm", "val/loss",
+                "val/ppl")
 
 
 class RunProgress(L.Callback):
@@ -30,6 +34,7 @@ class RunProgress(L.Callback):
         self.wall_time_s = 0.0  # across resumes
         self._t0 = self._window_t0 = time.perf_counter()
         self._window_tokens = 0
+        self._train_loss: torch.Tensor | float = float("nan")  # the last step's; kept across resumes
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._t0 = self._window_t0 = time.perf_counter()
@@ -39,6 +44,7 @@ class RunProgress(L.Callback):
         self.tokens["src"] += n_src * trainer.world_size
         self.tokens["tgt"] += n_tgt * trainer.world_size
         self._window_tokens += n_src + n_tgt
+        self._train_loss = trainer.callback_metrics.get("train/loss", self._train_loss)  # a reference: no sync
         step = trainer.global_step
         if step % self.log_every_steps == 0 and trainer.fit_loop._should_accumulate() is False:
             now = time.perf_counter()
@@ -50,11 +56,16 @@ class RunProgress(L.Callback):
     def elapsed(self) -> float:
         return self.wall_time_s + time.perf_counter() - self._t0
 
+    def train_loss(self) -> float:
+        """The last training step's loss, also after a resume that had nothing left to train."""
+        return float(self._train_loss)
+
     def state_dict(self) -> dict[str, Any]:
-        return {"tokens": dict(self.tokens), "wall_time_s": self.elapsed()}
+        return {"tokens": dict(self.tokens), "wall_time_s": self.elapsed(), "train_loss": self.train_loss()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.tokens = dict(state["tokens"])
+        self._train_loss = float(state.get("train_loss", float("nan")))  # absent in older checkpoints
         self.wall_time_s = float(state["wall_time_s"])
         self._t0 = time.perf_counter()
 
@@ -77,12 +88,12 @@ class CurveWriter(L.Callback):
             self.rows.append(row)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        if trainer.global_step % self.log_every_steps == 0 and not trainer.fit_loop._should_accumulate():
-            self._record(trainer, CURVE_FIELDS[1:5])
+        if trainer.global_step % self.log_every_steps == 0:  # micro-batches of one step update one row
+            self._record(trainer, CURVE_FIELDS[1:6])
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if not trainer.sanity_checking:
-            self._record(trainer, CURVE_FIELDS[5:])
+            self._record(trainer, CURVE_FIELDS[6:])
             self.write()
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
@@ -104,7 +115,18 @@ class CurveWriter(L.Callback):
 
 
 class RngState(L.Callback):
-    """Saves and restores the Python, NumPy and torch random states, so dropout after a resume is the same."""
+    """Seeds torch before each training micro-batch from (seed, rank, epoch, batch index); saves the global states.
+
+    Dropout masks then depend only on the batch's position, so a resumed run draws the same masks as one that never
+    stopped, whatever consumed random numbers in between (a restart's new data iterator, validation's).
+    """
+
+    def __init__(self, seed: int) -> None:
+        self.seed = seed
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx: int) -> None:
+        key = [self.seed, trainer.global_rank, trainer.current_epoch, batch_idx]
+        torch.manual_seed(int(np.random.SeedSequence(key).generate_state(1, np.uint64)[0] >> 1))
 
     def on_save_checkpoint(self, trainer, pl_module, checkpoint: dict[str, Any]) -> None:
         kind, keys, pos, has_gauss, gauss = np.random.get_state()
@@ -125,6 +147,55 @@ class RngState(L.Callback):
         torch.set_rng_state(states["torch"])
         if states["cuda"] and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(states["cuda"])
+
+
+class ValidatedCheckpoint(ModelCheckpoint):
+    """A checkpoint due at a validation step is written after that validation, so it holds the step's val metrics.
+
+    Lightning writes at the end of the training batch, before validation, and a run resumed from such a checkpoint
+    skips that validation (it assumes it ran): the resumed curve.csv would lack a point the uninterrupted one has.
+    """
+
+    def __init__(self, val_every_steps: int, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.val_every_steps = val_every_steps
+        self._before_validation = False
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        self._before_validation = trainer.global_step % self.val_every_steps == 0
+        try:
+            super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
+        finally:
+            self._before_validation = False
+
+    def _save_topk_checkpoint(self, trainer, monitor_candidates) -> None:
+        if self._before_validation:  # Lightning's own deferral: its on_validation_end saves both files
+            self._defer_save_until_validation = True
+            return
+        super()._save_topk_checkpoint(trainer, monitor_candidates)
+
+    def _save_last_checkpoint(self, trainer, monitor_candidates) -> None:
+        if not self._before_validation:
+            super()._save_last_checkpoint(trainer, monitor_candidates)
+
+
+class AtomicCheckpointIO(TorchCheckpointIO):
+    """Checkpoints written to a temporary file beside their name, synced, then renamed; read with weights_only=True.
+
+    Lightning stages a checkpoint in the system temp folder and moves it, which is a copy when that folder is on
+    another disk: a kill mid-copy would leave a half-written last.ckpt for the next run to resume from.
+    """
+
+    def save_checkpoint(self, checkpoint: dict[str, Any], path, storage_options: Any = None) -> None:
+        if storage_options is not None:
+            raise TypeError(f"{type(self).__name__} takes no storage_options")
+        with atomic_path(path) as tmp, open(tmp, "wb") as f:
+            torch.save(checkpoint, f)
+            f.flush()
+            os.fsync(f.fileno())  # the rename must not reach the disk before the bytes do
+
+    def load_checkpoint(self, path, map_location: Any = None, weights_only: bool | None = None) -> dict[str, Any]:
+        return super().load_checkpoint(path, map_location=lambda storage, loc: storage, weights_only=True)
 
 
 class RunIdentity(L.Callback):

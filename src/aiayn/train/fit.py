@@ -5,9 +5,11 @@ matches), curve.csv and, at the end, train.json.
 """
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import logging
 import math
+import os
 import shutil
 import time
 from datetime import timedelta
@@ -23,7 +25,9 @@ from aiayn import tracking
 from aiayn.data.datamodule import TranslationDataModule
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.io import atomic_write_json, atomic_write_text
-from aiayn.train.callbacks import CurveWriter, RngState, RunIdentity, RunProgress
+from aiayn.train.callbacks import (AtomicCheckpointIO, CurveWriter, RngState, RunIdentity, RunProgress,
+                                   ValidatedCheckpoint)
+from aiayn.train.mfu import MFUMonitor
 from aiayn.train.module import TranslationModule
 
 log = logging.getLogger(__name__)
@@ -57,8 +61,7 @@ def resume_checkpoint(ckpt_dir: Path, current: dict[str, Any], resume: bool) -> 
     last = ckpt_dir / "last.ckpt"
     if not last.exists():
         return None
-    stored = torch.load(last, map_location="cpu", weights_only=True).get("aiayn_fingerprint")
-    differences = _diff(stored or {}, current)
+    differences = _diff(_stored_fingerprint(last), current) if resume else []
     if resume and not differences:
         return last
     aside = ckpt_dir.parent / f"stale-checkpoints-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -66,6 +69,40 @@ def resume_checkpoint(ckpt_dir: Path, current: dict[str, Any], resume: bool) -> 
     log.warning("not resuming from %s (%s); moved to %s", last, reason, aside)
     shutil.move(str(ckpt_dir), aside)
     return None
+
+
+def _stored_fingerprint(path: Path) -> dict[str, Any]:
+    try:  # mmap: the fingerprint without reading the weights and optimizer state
+        ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception as err:  # truncated, not a zip, unpicklable: name the file, never start over silently
+        raise ValueError(f"{path}: unreadable checkpoint ({type(err).__name__}: {err}); delete it, or rerun with "
+                         f"train.resume=false to move the checkpoints aside and start over") from err
+    return ckpt.get("aiayn_fingerprint") or {}
+
+
+def lock_run_dir(run_dir: Path):
+    """Hold `run_dir/.lock` for this process's lifetime (the open file); a second run of the folder is refused.
+
+    Only the launching process locks: DDP ranks it starts (which see RANK/LOCAL_RANK/NODE_RANK) share its folder.
+    """
+    if any(os.environ.get(k, "0") != "0" for k in ("RANK", "LOCAL_RANK", "NODE_RANK", "SLURM_PROCID")):
+        return None
+    handle = open(run_dir / ".lock", "a+", encoding="utf-8")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        owner = handle.read().strip() or "unknown"
+        handle.close()
+        raise RuntimeError(f"{run_dir} is in use by another run (pid {owner}, lock {run_dir / '.lock'}); wait for "
+                           f"it to finish, or give this run another seed or paths.runs") from None
+    handle.truncate(0)
+    handle.write(f"{os.getpid()}\n")
+    handle.flush()
+    for leftover in [*run_dir.glob(".*.tmp"), *(run_dir / "checkpoints").glob(".*.tmp")]:
+        leftover.unlink()  # an atomic write cut short by a kill: never renamed, never read
+        log.info("removed %s, left by an interrupted write", leftover)
+    return handle
 
 
 def checkpoint_callback(cfg: DictConfig, ckpt_dir: Path) -> ModelCheckpoint:
@@ -78,24 +115,44 @@ def checkpoint_callback(cfg: DictConfig, ckpt_dir: Path) -> ModelCheckpoint:
         if t.ckpt_every_steps
         else {"train_time_interval": timedelta(minutes=t.ckpt_every_minutes)}
     )
-    return ModelCheckpoint(
-        dirpath=ckpt_dir, filename="step-{step:08d}", auto_insert_metric_name=False, monitor="step", mode="max",
+    return ValidatedCheckpoint(
+        t.val_every_steps, dirpath=ckpt_dir, filename="step-{step:08d}", auto_insert_metric_name=False, monitor="step", mode="max",
         save_top_k=t.keep_last, save_last=True, **cadence,
     )
 
 
 def accumulation(cfg: DictConfig) -> int:
-    """Micro-batches per update so that an update sees about train.batch_tokens tokens on any device count."""
-    devices = cfg.trainer.devices if isinstance(cfg.trainer.devices, int) and cfg.trainer.devices > 0 else (
-        torch.cuda.device_count() or 1)
-    return max(1, math.ceil(cfg.train.batch_tokens / (cfg.train.max_tokens * devices * cfg.trainer.num_nodes)))
+    """Micro-batches per update so that an update sees about train.batch_tokens tokens on any device count.
+
+    Devices are counted as Lightning will count them: an int, -1 (all), "auto", "0,1" or a list of GPU indices.
+    """
+    from lightning.pytorch.accelerators import CPUAccelerator, CUDAAccelerator
+
+    accelerator, devices = cfg.trainer.accelerator, cfg.trainer.devices
+    devices = OmegaConf.to_container(devices) if OmegaConf.is_config(devices) else devices
+    gpu = accelerator in ("gpu", "cuda") or (accelerator == "auto" and CUDAAccelerator.is_available())
+    kind = CUDAAccelerator if gpu else CPUAccelerator
+    if devices == "auto":
+        devices = kind.auto_device_count()
+    per_node = len(kind.get_parallel_devices(kind.parse_devices(devices)))
+    return max(1, math.ceil(cfg.train.batch_tokens / (cfg.train.max_tokens * per_node * cfg.trainer.num_nodes)))
 
 
 def train(cfg: DictConfig) -> dict[str, Any]:
     """Train `cfg.row` with `cfg.seed`; return (and write) the train.json summary."""
-    run_dir, bpe_dir = Path(cfg.paths.run_dir), Path(cfg.paths.bpe)
-    ckpt_dir = run_dir / "checkpoints"
+    tracking.refuse_secrets(cfg)
+    run_dir = Path(cfg.paths.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
+    lock = lock_run_dir(run_dir)
+    try:
+        return _train(cfg, run_dir)
+    finally:
+        if lock is not None:
+            lock.close()
+
+
+def _train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
+    bpe_dir, ckpt_dir = Path(cfg.paths.bpe), run_dir / "checkpoints"
     atomic_write_text(run_dir / "config.yaml", OmegaConf.to_yaml(tracking.scrub(OmegaConf.to_container(cfg))))
     L.seed_everything(cfg.seed, workers=True)
     tokenizer = Tokenizer(bpe_dir / "spm.model")
@@ -111,7 +168,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     curve = CurveWriter(run_dir / "curve.csv", cfg.train.log_every_steps)
     accumulate = accumulation(cfg)
     wandb_run = tracking.start_run(cfg, job_type="train")
-    loggers = [_wandb_logger(wandb_run)] if wandb_run is not None else False
+    loggers = [tracking.lightning_logger(wandb_run)] if wandb_run is not None else False
     trainer = L.Trainer(
         accelerator=cfg.trainer.accelerator, devices=cfg.trainer.devices, num_nodes=cfg.trainer.num_nodes,
         strategy=cfg.trainer.strategy, precision=cfg.trainer.precision, deterministic=cfg.trainer.deterministic,
@@ -119,8 +176,12 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         val_check_interval=cfg.train.val_every_steps * accumulate, check_val_every_n_epoch=None,
         log_every_n_steps=cfg.train.log_every_steps, gradient_clip_val=cfg.train.grad_clip or None,
         enable_progress_bar=cfg.trainer.enable_progress_bar, enable_model_summary=False, logger=loggers,
-        callbacks=[checkpoint_callback(cfg, ckpt_dir), progress, curve, RngState(), RunIdentity(ident)],
-        num_sanity_val_steps=0, default_root_dir=run_dir,
+        callbacks=[checkpoint_callback(cfg, ckpt_dir), progress, curve, RngState(cfg.seed), RunIdentity(ident),
+                   MFUMonitor(OmegaConf.to_container(cfg.model), tokenizer.vocab_size, cfg.train.log_every_steps,
+                              str(cfg.trainer.precision),
+                              # null or absent: the device's datasheet peak (aiayn.train.mfu.PEAK_FLOPS)
+                              OmegaConf.select(cfg, "trainer.peak_flops"))],
+        num_sanity_val_steps=0, default_root_dir=run_dir, plugins=[AtomicCheckpointIO()],
         use_distributed_sampler=False,  # TokenBatchSampler shards by rank itself
     )
     try:
@@ -134,10 +195,6 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     return summary
 
 
-def _wandb_logger(run):
-    from lightning.pytorch.loggers import WandbLogger
-
-    return WandbLogger(experiment=run, log_model=False)
 
 
 def _summary(cfg, trainer, module, datamodule, progress, tokenizer, accumulate) -> dict[str, Any]:
@@ -149,7 +206,7 @@ def _summary(cfg, trainer, module, datamodule, progress, tokenizer, accumulate) 
         "steps": int(trainer.global_step),
         "tokens_seen": dict(progress.tokens),
         "wall_time_s": round(progress.elapsed(), 3),
-        "train_loss": float(metrics.get("train/loss", float("nan"))),
+        "train_loss": progress.train_loss(),  # not callback_metrics: validate() above clears it
         "val_loss": float(metrics["val/loss"]),
         "val_ppl": float(metrics["val/ppl"]),
         "params": module.model.num_parameters(),

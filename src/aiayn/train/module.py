@@ -38,8 +38,7 @@ class TranslationModule(L.LightningModule):
         # Per-token mean of this micro-batch; Lightning divides by the accumulation count, so an update averages
         # over about batch_tokens target tokens. Departure: see docs/departures.md#loss-normalisation
         loss = loss_sum / n_tokens
-        bad = ~torch.isfinite(loss) & (self.first_bad_step < 0)
-        self.first_bad_step = torch.where(bad, torch.tensor(self.global_step, device=loss.device), self.first_bad_step)
+        self._flag_if_not_finite(loss)
         self.log("train/loss", loss.detach(), prog_bar=True)
         self.log("train/nll", nll_sum.detach() / n_tokens)
         return loss
@@ -63,14 +62,23 @@ class TranslationModule(L.LightningModule):
     def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
         grads = [p.grad for p in self.parameters() if p.grad is not None]
         if grads:
-            self.log("train/grad_norm", torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads])))
+            norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
+            # A finite loss can still give an infinite gradient, and Adam would turn the weights to NaN.
+            self._flag_if_not_finite(norm)
+            self.log("train/grad_norm", norm)
+
+    def _flag_if_not_finite(self, value: torch.Tensor) -> None:
+        """Record the current step in `first_bad_step` if `value` is NaN or infinite (on the device: no sync)."""
+        bad = ~torch.isfinite(value) & (self.first_bad_step < 0)
+        self.first_bad_step = torch.where(bad, torch.tensor(self.global_step, device=value.device),
+                                          self.first_bad_step)
 
     def check_finite(self) -> None:
         """Raise with the step number if any loss so far was NaN or infinite (one host sync)."""
         step = int(self.first_bad_step)
         if step >= 0:
             raise FloatingPointError(
-                f"non-finite training loss at step {step}; stopping. The last good checkpoint is kept; lower "
+                f"non-finite training loss or gradient at step {step}; stopping. The last good checkpoint is kept; lower "
                 f"train.lr_factor or set train.grad_clip and resume."
             )
 

@@ -1,0 +1,117 @@
+"""Killed or stopped runs resume from their last checkpoint to the same final metrics as an uninterrupted run."""
+from __future__ import annotations
+
+import csv
+import shutil
+import signal
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from aiayn.config import compose
+from aiayn.eval.stage import load_model
+from aiayn.train.callbacks import AtomicCheckpointIO
+from aiayn.train.fit import lock_run_dir, resume_checkpoint
+
+
+def curve(run_dir: Path) -> list[dict]:
+    """curve.csv without its throughput column (wall-clock, so it differs run to run)."""
+    with open(run_dir / "curve.csv", encoding="utf-8") as f:
+        return [{k: v for k, v in row.items() if k != "train_tokens_per_s"} for row in csv.DictReader(f)]
+
+
+def step_files(run_dir: Path) -> dict[str, int]:
+    return {p.name: p.stat().st_mtime_ns for p in (run_dir / "checkpoints").glob("step-*.ckpt")}
+
+
+def test_a_stopped_run_resumes_to_the_same_metrics_and_curve(stage, overrides, reference, exact, tmp_path):
+    """Stop at step 6 (train.max_steps only changes how long a run is observed), rerun to 12: identical results."""
+    stage("train").run(compose(overrides(tmp_path, "train.max_steps=6")))
+    run_dir = tmp_path / "runs" / "base" / "seed1"
+    before = step_files(run_dir)
+    assert sorted(before) == [f"step-{s:08d}.ckpt" for s in (2, 4, 6)]
+    stage("train").run(compose(overrides(tmp_path)))
+    after = step_files(run_dir)
+    assert {k: after[k] for k in before} == before  # resumed: the first six steps were not trained again
+    assert exact(run_dir) == exact(reference)
+    assert curve(run_dir) == curve(reference)
+    assert not list(run_dir.parent.glob("stale-checkpoints-*"))
+
+
+@pytest.mark.slow
+def test_a_sigkilled_run_resumes_to_the_same_metrics(cli, overrides, reference, exact, tmp_path):
+    """SIGKILL a real `python pipeline/train.py` once a second checkpoint exists; the same command finishes it."""
+    args = [*overrides(tmp_path), f"hydra.run.dir={tmp_path}/outputs"]
+    run_dir = tmp_path / "runs" / "base" / "seed1"
+    victim = cli("train", args, tmp_path)
+    deadline = time.monotonic() + 300
+    while not (run_dir / "checkpoints" / "step-00000004.ckpt").exists():
+        assert victim.poll() is None, victim.communicate()[0][-3000:]
+        assert time.monotonic() < deadline, "no second checkpoint within 300 s"
+        time.sleep(0.02)
+    victim.send_signal(signal.SIGKILL)
+    victim.wait()
+    assert not (run_dir / "train.json").exists()  # killed mid-way, not after the end
+    killed_at = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)["global_step"]
+    assert 2 <= killed_at < 12
+    again = cli("train", args, tmp_path)
+    output = again.communicate(timeout=300)[0]
+    assert again.returncode == 0, output[-3000:]
+    assert "Restored all states from the checkpoint" in output
+    assert exact(run_dir) == exact(reference)
+    assert not list((run_dir / "checkpoints").glob(".*.tmp"))
+
+
+class Unpicklable:
+    """Stands for a crash half-way through writing a checkpoint."""
+
+    def __reduce__(self):
+        raise RuntimeError("simulated crash mid-write")
+
+
+def test_a_checkpoint_write_that_fails_leaves_the_previous_file_whole(tmp_path):
+    path = tmp_path / "checkpoints" / "last.ckpt"
+    io = AtomicCheckpointIO()
+    io.save_checkpoint({"global_step": 2, "w": torch.ones(1000)}, path)
+    good = path.read_bytes()
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        io.save_checkpoint({"global_step": 4, "w": torch.zeros(1000), "x": Unpicklable()}, path)
+    assert path.read_bytes() == good and [p.name for p in path.parent.iterdir()] == ["last.ckpt"]
+    assert io.load_checkpoint(path)["global_step"] == 2
+
+
+def test_temporary_files_left_by_a_kill_are_removed_before_a_run_starts(tmp_path):
+    (tmp_path / "checkpoints").mkdir()
+    left = [tmp_path / "checkpoints" / ".last.ckpt.x1.tmp", tmp_path / ".train.json.x2.tmp"]
+    for p in left:
+        p.write_bytes(b"half")
+    (tmp_path / "checkpoints" / "step-00000002.ckpt").write_bytes(b"kept")
+    lock = lock_run_dir(tmp_path)
+    try:
+        assert not any(p.exists() for p in left)
+        assert (tmp_path / "checkpoints" / "step-00000002.ckpt").read_bytes() == b"kept"
+    finally:
+        lock.close()
+
+
+def test_an_unreadable_last_checkpoint_is_refused_naming_it(reference, tmp_path):
+    ckpt_dir = tmp_path / "checkpoints"
+    shutil.copytree(reference / "checkpoints", ckpt_dir)
+    last = ckpt_dir / "last.ckpt"
+    last.write_bytes(last.read_bytes()[: last.stat().st_size // 2])
+    listing = sorted(p.name for p in ckpt_dir.iterdir())
+    with pytest.raises(ValueError, match=f"{last}: unreadable checkpoint.*train.resume=false"):
+        resume_checkpoint(ckpt_dir, {}, resume=True)
+    assert sorted(p.name for p in ckpt_dir.iterdir()) == listing  # nothing moved or deleted
+
+
+@pytest.mark.parametrize("name", ["last.ckpt", "step-00000012.ckpt"])
+def test_evaluate_refuses_a_truncated_checkpoint_naming_it(reference, tmp_path, name):
+    ckpt_dir = tmp_path / "checkpoints"
+    shutil.copytree(reference / "checkpoints", ckpt_dir)
+    broken = ckpt_dir / name
+    broken.write_bytes(broken.read_bytes()[:4096])
+    with pytest.raises(ValueError, match=f"{broken}: unreadable checkpoint"):
+        load_model(ckpt_dir, 5, torch.device("cpu"))

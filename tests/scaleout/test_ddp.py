@@ -1,0 +1,101 @@
+"""DDP keeps the paper's effective batch: 2 gloo processes with accumulation A train like 1 process with 2A."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from aiayn.config import compose
+from aiayn.data.batching import TokenBatchSampler
+from aiayn.data.binary import EncodedSplit
+from aiayn.train.fit import accumulation
+from aiayn.train.module import TranslationModule
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("overrides, expected", [
+    (["trainer=cpu"], 1),  # smoke: batch_tokens 1024 = max_tokens
+    (["trainer=cpu", "train.max_tokens=256"], 4),
+    (["trainer=ddp_cpu", "train.max_tokens=256"], 2),
+    (["trainer=ddp_cpu", "train.max_tokens=256", "trainer.num_nodes=2"], 1),
+    (["trainer=cpu", "train.max_tokens=256", "trainer.devices=auto"], 4),  # "auto" on CPU is one process
+    (["trainer=cpu", "train.max_tokens=300"], 4),  # rounds up: an update never sees fewer tokens than asked
+])
+def test_accumulation_keeps_the_effective_batch(overrides: list[str], expected: int) -> None:
+    assert accumulation(compose(["scale=smoke", *overrides])) == expected
+
+
+def test_gpu_device_lists_count_as_lightning_counts_them() -> None:
+    if not torch.cuda.is_available():
+        with pytest.raises(Exception, match="GPU|CUDA|cuda|gpu"):
+            accumulation(compose(["scale=smoke", "trainer=ddp"]))
+    else:
+        assert accumulation(compose(["scale=smoke", "trainer=gpu", "train.max_tokens=256"])) == 4
+
+
+def test_two_rank_shards_interleave_into_the_single_process_order(smoke_data: Path) -> None:
+    """Why the DDP comparison below is exact: update k of 2 ranks x 1 micro-batch sees the same two batches as
+    update k of 1 process x 2 micro-batches (batches 2k and 2k+1), as long as the epoch is not over."""
+    split = EncodedSplit(smoke_data / "data" / "bpe" / "train")
+    make = lambda world, rank: TokenBatchSampler(split.src_lens, split.tgt_lens + 1, 512, seed=1,  # noqa: E731
+                                                 num_replicas=world, rank=rank)
+    single = list(make(1, 0))
+    rank0, rank1 = list(make(2, 0)), list(make(2, 1))
+    assert len(single) % 2 == 1  # odd: the 2-rank epoch pads with a repeat, so only the first 2*len-1 agree
+    interleaved = [b for pair in zip(rank0, rank1) for b in pair]
+    assert interleaved[:len(single)] == single
+
+
+def _weights(ckpt: Path) -> dict[str, torch.Tensor]:
+    return {k: v for k, v in torch.load(ckpt, map_location="cpu", weights_only=True)["state_dict"].items()}
+
+
+def _loss_on(ckpt: Path, batch: dict) -> float:
+    state = torch.load(ckpt, map_location="cpu", weights_only=True)
+    module = TranslationModule(**state["hyper_parameters"])
+    module.load_state_dict(state["state_dict"])
+    module.eval()
+    with torch.no_grad():
+        loss_sum, _ = module._losses(batch, 0.0)
+    return float(loss_sum) / int(batch["n_tgt_tokens"])
+
+
+@pytest.mark.slow
+def test_two_gloo_processes_match_one_process_with_twice_the_accumulation(smoke_data, smoke_overrides, sh,
+                                                                          tmp_path: Path) -> None:
+    """Same data per update (see the interleave test), dropout 0, and both average the two micro-batch means:
+    the runs differ only in float summation order (gloo's all-reduce against in-place accumulation).
+
+    Excluded from the weight check: the q/k/v projection biases. The key bias has an exactly zero gradient (softmax
+    ignores a constant added to every score), so Adam (eps 1e-9) turns its rounding noise into full-size steps in
+    either run, differently; it cannot change any output, which the fixed-batch loss checks.
+    """
+    common = [*smoke_overrides, "model.dropout=0", "train.max_tokens=512", "train.max_steps=12"]
+    script = str(REPO / "pipeline" / "train.py")
+    sh([sys.executable, script, *common, f"paths.runs={tmp_path}/single"], cwd=tmp_path)
+    sh([sys.executable, script, *common, "trainer=ddp_cpu", f"paths.runs={tmp_path}/ddp"], cwd=tmp_path)
+    single, ddp = tmp_path / "single" / "base" / "seed1", tmp_path / "ddp" / "base" / "seed1"
+    s_json, d_json = (json.loads((run / "train.json").read_text()) for run in (single, ddp))
+    assert (s_json["accumulate_grad_batches"], s_json["device"]["count"]) == (2, 1)
+    assert (d_json["accumulate_grad_batches"], d_json["device"]["count"]) == (1, 2)
+    assert s_json["steps"] == d_json["steps"] == 12
+
+    from aiayn.data.datamodule import TranslationDataModule
+
+    data = TranslationDataModule(smoke_data / "data" / "bpe", max_tokens=2048, seed=0)
+    data.setup("validate")
+    batch = next(iter(data.val_dataloader()))
+    for ckpt, atol in (("step-00000002.ckpt", 1e-5), ("last.ckpt", 1e-4)):
+        w_single, w_ddp = _weights(single / "checkpoints" / ckpt), _weights(ddp / "checkpoints" / ckpt)
+        for name, value in w_single.items():
+            if not name.endswith("w_qkv.bias"):
+                torch.testing.assert_close(w_ddp[name], value, rtol=0, atol=atol, msg=f"{ckpt} {name}")
+        losses = [_loss_on(run / "checkpoints" / ckpt, batch) for run in (single, ddp)]
+        assert np.isclose(losses[0], losses[1], rtol=1e-4), (ckpt, losses)
+    start, end = _weights(single / "checkpoints" / "step-00000002.ckpt"), _weights(single / "checkpoints" / "last.ckpt")
+    assert max(float((end[k] - v).abs().max()) for k, v in start.items()) > 1e-2  # it trained: not two inits
