@@ -93,3 +93,12 @@ def test_prepared_config_is_read_only_and_resolved() -> None:
     assert cfg.paths.run_dir == str(Path("runs") / "A2" / "seed7")
     with pytest.raises(Exception):
         cfg.model.d_model = 3
+
+
+def test_credential_overrides_are_refused_before_hydra_saves_them() -> None:
+    from aiayn.config.cli import refuse_secret_overrides
+
+    refuse_secret_overrides(["row=A1", "train.max_tokens=512", "decode.batch_tokens=9"])  # not credentials
+    for arg in ("+logger.api_key=abc123", "++wandb.token=x", "+aws.secret_access_key=y"):
+        with pytest.raises(SystemExit, match="credential"):
+            refuse_secret_overrides([arg])

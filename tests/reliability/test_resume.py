@@ -115,3 +115,20 @@ def test_evaluate_refuses_a_truncated_checkpoint_naming_it(reference, tmp_path, 
     broken.write_bytes(broken.read_bytes()[:4096])
     with pytest.raises(ValueError, match=f"{broken}: unreadable checkpoint"):
         load_model(ckpt_dir, 5, torch.device("cpu"))
+
+
+def test_a_newer_slurm_checkpoint_is_preferred_to_last(tmp_path) -> None:
+    """Lightning's SIGUSR1 requeue writes run_dir/hpc_ckpt_N.ckpt; resume takes it when it is newer than last.ckpt."""
+    import torch
+
+    ckpt_dir = tmp_path / "checkpoints"
+    ckpt_dir.mkdir()
+    ident = {"row": "base", "seed": 1}
+    torch.save({"global_step": 10, "aiayn_fingerprint": ident}, ckpt_dir / "last.ckpt")
+    torch.save({"global_step": 17, "aiayn_fingerprint": ident}, tmp_path / "hpc_ckpt_1.ckpt")
+    assert resume_checkpoint(ckpt_dir, ident, resume=True) == tmp_path / "hpc_ckpt_1.ckpt"
+    torch.save({"global_step": 5, "aiayn_fingerprint": ident}, tmp_path / "hpc_ckpt_1.ckpt")
+    assert resume_checkpoint(ckpt_dir, ident, resume=True) == ckpt_dir / "last.ckpt"
+    assert resume_checkpoint(ckpt_dir, {"row": "A1", "seed": 1}, resume=True) is None  # another config: aside
+    (aside,) = tmp_path.glob("stale-checkpoints-*")
+    assert sorted(p.name for p in aside.iterdir()) == ["hpc_ckpt_1.ckpt", "last.ckpt"]

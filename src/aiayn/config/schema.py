@@ -97,6 +97,7 @@ class TrainerConfig:
     precision: str = "32-true"
     deterministic: bool = True
     enable_progress_bar: bool = True
+    peak_flops: Optional[float] = None  # per device, for train/mfu; null: looked up from the device name
 
 
 @dataclass

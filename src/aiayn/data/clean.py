@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import gzip
-import json
 import re
 import unicodedata
 from collections.abc import Iterable, Iterator
@@ -10,7 +9,7 @@ from dataclasses import dataclass
 from itertools import zip_longest
 from pathlib import Path
 
-from aiayn.data.download import atomic_path
+from aiayn.io import atomic_path, atomic_write_json
 from aiayn.data.sgm import read_sgm
 
 DROP_REASONS = ("empty", "too_short", "too_long", "ratio")
@@ -153,6 +152,5 @@ def clean_parallel(pairs: Iterable[tuple[str, str]], src_out: Path, tgt_out: Pat
 
 def write_json(path: Path, obj: dict) -> Path:
     """Write `obj` as indented JSON, atomically."""
-    with atomic_path(Path(path)) as tmp:
-        tmp.write_text(json.dumps(obj, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+    atomic_write_json(path, obj)
     return Path(path)

@@ -9,17 +9,17 @@ import os
 import shutil
 import sys
 import tarfile
-import tempfile
 import time
 import urllib.error
 import urllib.request
 import warnings
 import zlib
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
 
 from tqdm import tqdm
+
+from aiayn.io import atomic_path
 
 log = logging.getLogger(__name__)
 
@@ -49,21 +49,6 @@ class _Transient(ConnectionError):
 
 
 _RETRYABLE = (_Transient, ConnectionError, TimeoutError, urllib.error.URLError, http.client.HTTPException)
-
-
-@contextmanager
-def atomic_path(path: Path) -> Iterator[Path]:
-    """Yield a temp path in `path`'s folder; it replaces `path` only if the block succeeds."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        yield Path(tmp)
-        os.replace(tmp, path)
-    finally:
-        with suppress(FileNotFoundError):
-            os.unlink(tmp)
 
 
 def _bar(total: int | None, desc: str, progress: bool, initial: int = 0) -> tqdm:

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import bisect
 import itertools
-import os
 import random
-import tempfile
 import zlib
 from pathlib import Path
+
+from aiayn.io import atomic_path
 from typing import Iterator
 
 from aiayn.data import synthetic_lexicon as lx
@@ -226,10 +226,8 @@ def split_seed(seed: int, split: str) -> int:
 
 
 def _write_lines(path: Path, lines: list[str]) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as f:
         f.writelines(line + "\n" for line in lines)
-    os.replace(tmp, path)
 
 
 def write_corpus(out_dir, sizes: dict[str, int], seed: int, src_ext: str = "src", tgt_ext: str = "tgt",

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 
-import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import csv
 import io
-import os
-import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
+
+from aiayn.io import atomic_path
 from typing import Any
 
 _LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
@@ -16,17 +16,9 @@ DASH = "—"
 
 def atomic_write(path: Path, write: Callable[[Path], None]) -> Path:
     """Call write(tmp) on a temporary file beside `path`, then rename it over `path` (readers never see half a file)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        write(Path(tmp))
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    with atomic_path(path) as tmp:
+        write(tmp)
+    return Path(path)
 
 
 def atomic_write_text(path: Path, text: str) -> Path:

@@ -57,27 +57,38 @@ def _diff(old: Any, new: Any, prefix: str = "") -> list[str]:
 
 
 def resume_checkpoint(ckpt_dir: Path, current: dict[str, Any], resume: bool) -> Path | None:
-    """`last.ckpt` when it belongs to this config; a checkpoint of another config is moved aside, never loaded."""
-    last = ckpt_dir / "last.ckpt"
-    if not last.exists():
+    """The newest checkpoint of this config to resume from: `last.ckpt`, or a newer `hpc_ckpt_*.ckpt` that
+    Lightning wrote beside it when SLURM pre-empted the job. Checkpoints of another config are moved aside, never
+    loaded."""
+    run_dir = ckpt_dir.parent
+    candidates = [p for p in (ckpt_dir / "last.ckpt", *sorted(run_dir.glob("hpc_ckpt_*.ckpt"))) if p.exists()]
+    if not candidates:
         return None
-    differences = _diff(_stored_fingerprint(last), current) if resume else []
-    if resume and not differences:
-        return last
-    aside = ckpt_dir.parent / f"stale-checkpoints-{time.strftime('%Y%m%d-%H%M%S')}"
-    reason = "train.resume=false" if not differences else "config differs:\n  " + "\n  ".join(differences)
-    log.warning("not resuming from %s (%s); moved to %s", last, reason, aside)
-    shutil.move(str(ckpt_dir), aside)
+    if resume:
+        stored = {p: _stored(p) for p in candidates}
+        newest = max(candidates, key=lambda p: stored[p][1])
+        differences = _diff(stored[newest][0], current)
+        if not differences:
+            return newest
+    aside = run_dir / f"stale-checkpoints-{time.strftime('%Y%m%d-%H%M%S')}"
+    reason = "train.resume=false" if not resume else "config differs:\n  " + "\n  ".join(differences)
+    log.warning("not resuming from %s (%s); moved to %s", candidates[0], reason, aside)
+    if ckpt_dir.exists():
+        shutil.move(str(ckpt_dir), aside)
+    aside.mkdir(exist_ok=True)
+    for path in run_dir.glob("hpc_ckpt_*.ckpt"):
+        shutil.move(str(path), aside / path.name)
     return None
 
 
-def _stored_fingerprint(path: Path) -> dict[str, Any]:
-    try:  # mmap: the fingerprint without reading the weights and optimizer state
+def _stored(path: Path) -> tuple[dict[str, Any], int]:
+    """A checkpoint's fingerprint and global step, read without loading the weights and optimizer state."""
+    try:
         ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except Exception as err:  # truncated, not a zip, unpicklable: name the file, never start over silently
         raise ValueError(f"{path}: unreadable checkpoint ({type(err).__name__}: {err}); delete it, or rerun with "
                          f"train.resume=false to move the checkpoints aside and start over") from err
-    return ckpt.get("aiayn_fingerprint") or {}
+    return ckpt.get("aiayn_fingerprint") or {}, int(ckpt.get("global_step", -1))
 
 
 def lock_run_dir(run_dir: Path):
@@ -180,7 +191,7 @@ def _train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
                    MFUMonitor(OmegaConf.to_container(cfg.model), tokenizer.vocab_size, cfg.train.log_every_steps,
                               str(cfg.trainer.precision),
                               # null or absent: the device's datasheet peak (aiayn.train.mfu.PEAK_FLOPS)
-                              OmegaConf.select(cfg, "trainer.peak_flops"))],
+                              cfg.trainer.peak_flops)],
         num_sanity_val_steps=0, default_root_dir=run_dir, plugins=[AtomicCheckpointIO()],
         use_distributed_sampler=False,  # TokenBatchSampler shards by rank itself
     )
