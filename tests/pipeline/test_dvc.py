@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import csv
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -27,18 +26,9 @@ def dvc(*args: str, cwd: Path) -> str:
 
 
 @pytest.fixture(scope="module")
-def repo(tmp_path_factory) -> Path:
+def repo(tmp_path_factory, copy_project) -> Path:
     """The project's files (as git sees them) in a fresh git + DVC repo, set to the smoke scale and 2 seeds."""
-    dst = tmp_path_factory.mktemp("repo")
-    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, capture_output=True,
-                            text=True, check=True).stdout.splitlines()
-    for rel in listed:
-        if (REPO / rel).is_file():
-            (dst / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / rel, dst / rel)
-    params = yaml.safe_load((dst / "params.yaml").read_text())
-    params.update(scale="smoke", rows=["base"], seeds=[1, 2])
-    (dst / "params.yaml").write_text(yaml.safe_dump(params))
+    dst = copy_project(tmp_path_factory.mktemp("repo"), scale="smoke", rows=["base"], seeds=[1, 2])
     run(["git", "init", "-q"], dst)
     dvc("repro", cwd=dst)
     git_commit(dst, "smoke-scale reproduction")

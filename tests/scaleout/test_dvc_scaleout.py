@@ -3,31 +3,19 @@ clones through a DVC folder remote (`dvc push` / `dvc pull`), in a temporary git
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
-import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def repo(tmp_path_factory, sh) -> Path:
+def repo(tmp_path_factory, sh, copy_project) -> Path:
     """The project's files (as git sees them) committed in a fresh git repo, at the smoke scale with one seed."""
-    dst = tmp_path_factory.mktemp("dvc_repo") / "repo"
-    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, capture_output=True,
-                            text=True, check=True).stdout.splitlines()
-    for rel in listed:
-        if (REPO / rel).is_file():
-            (dst / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / rel, dst / rel)
-    params = yaml.safe_load((dst / "params.yaml").read_text())
-    params.update(scale="smoke", rows=["base"], seeds=[1])
-    (dst / "params.yaml").write_text(yaml.safe_dump(params))
+    dst = copy_project(tmp_path_factory.mktemp("dvc_repo") / "repo", scale="smoke", rows=["base"], seeds=[1])
     sh(["git", "init", "-q"], dst)
     sh(["git", "config", "user.email", "test@example.com"], dst)
     sh(["git", "config", "user.name", "test"], dst)
