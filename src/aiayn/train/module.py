@@ -39,9 +39,15 @@ class TranslationModule(L.LightningModule):
         # over about batch_tokens target tokens. Departure: see docs/departures.md#loss-normalisation
         loss = loss_sum / n_tokens
         self._flag_if_not_finite(loss)
-        self.log("train/loss", loss.detach(), prog_bar=True)
-        self.log("train/nll", nll_sum.detach() / n_tokens)
+        if self._logging_step():
+            self.log("train/loss", loss.detach(), prog_bar=True)
+            self.log("train/nll", nll_sum.detach() / n_tokens)
         return loss
+
+    def _logging_step(self) -> bool:
+        """True on the steps Lightning sends to its loggers (every log_every_n_steps-th update). `self.log` costs
+        about 0.7 ms a call on CPU, a few percent of a small model's step, so the other steps skip it."""
+        return (self.global_step + 1) % self.trainer.log_every_n_steps == 0
 
     def on_validation_epoch_start(self) -> None:
         self._val_sums = torch.zeros(3, dtype=torch.float64, device=self.device)
@@ -62,10 +68,11 @@ class TranslationModule(L.LightningModule):
     def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
         grads = [p.grad for p in self.parameters() if p.grad is not None]
         if grads:
-            norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
+            norm = torch.nn.utils.get_total_norm(grads)
             # A finite loss can still give an infinite gradient, and Adam would turn the weights to NaN.
             self._flag_if_not_finite(norm)
-            self.log("train/grad_norm", norm)
+            if self._logging_step():
+                self.log("train/grad_norm", norm)
 
     def _flag_if_not_finite(self, value: torch.Tensor) -> None:
         """Record the current step in `first_bad_step` if `value` is NaN or infinite (on the device: no sync)."""
