@@ -103,6 +103,8 @@ def test_aggregate_writes_table3_with_seed_counts(workspace: Path) -> None:
         assert col in rows[0]
     assert float(rows[0]["ppl_ci95_low"]) <= float(rows[0]["ppl_mean"]) <= float(rows[0]["ppl_ci95_high"])
     assert (workspace / "results" / "table3.md").exists() and (workspace / "results" / "table2.md").exists()
+    metrics = json.loads((workspace / "results" / "metrics.json").read_text())  # for `dvc metrics show`
+    assert metrics["base"]["n_seeds"] == 2 and metrics["base"]["ppl_mean"] == pytest.approx(float(rows[0]["ppl_mean"]))
 
 
 def test_multi30k_from_a_local_folder_end_to_end(shared_dir: Path, tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ import yaml
 from omegaconf import DictConfig
 
 from aiayn import tracking
+from aiayn.io import atomic_write_json
 from aiayn.report import aggregate as build_tables
 
 log = logging.getLogger(__name__)
@@ -41,6 +42,10 @@ def aggregate(cfg: DictConfig) -> dict[str, Any]:
         sustained_flops_per_device=cfg.aggregate.sustained_flops_per_device,
         bootstrap_samples=cfg.aggregate.bootstrap,
     )
+    # `dvc metrics show` reads JSON, not CSV: the per-row numbers of Table 3 again, keyed by row.
+    atomic_write_json(Path(cfg.paths.results) / "metrics.json",
+                      {r["row"]: {k: v for k, v in r.items() if isinstance(v, (int, float)) and v is not None}
+                       for r in summary["table3"]})
     _log(cfg, summary, Path(cfg.paths.results))
     return summary
 
