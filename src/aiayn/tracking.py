@@ -73,9 +73,16 @@ def resolve_mode(mode: str) -> str:
     return mode
 
 
+def is_rank_zero() -> bool:
+    """True in the launching process; False in the extra processes of a DDP or SLURM launch (they see a rank)."""
+    return all(os.environ.get(k, "0") == "0" for k in ("RANK", "LOCAL_RANK", "NODE_RANK", "SLURM_PROCID"))
+
+
 def start_run(cfg: DictConfig, job_type: str, name: str | None = None, group: str | None = None):
-    """Start a wandb run for this job, or return None (with a warning) when wandb is off or fails."""
-    if cfg.logger.backend != "wandb":
+    """Start a wandb run for this job, or return None (with a warning) when wandb is off or fails.
+
+    Only rank zero opens one: the other processes of a DDP job would otherwise each start a run of their own."""
+    if cfg.logger.backend != "wandb" or not is_rank_zero():
         return None
     try:
         import wandb

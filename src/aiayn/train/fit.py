@@ -96,7 +96,7 @@ def lock_run_dir(run_dir: Path):
 
     Only the launching process locks: DDP ranks it starts (which see RANK/LOCAL_RANK/NODE_RANK) share its folder.
     """
-    if any(os.environ.get(k, "0") != "0" for k in ("RANK", "LOCAL_RANK", "NODE_RANK", "SLURM_PROCID")):
+    if not tracking.is_rank_zero():
         return None
     handle = open(run_dir / ".lock", "a+", encoding="utf-8")
     try:
