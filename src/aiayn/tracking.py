@@ -108,7 +108,8 @@ def start_run(cfg: DictConfig, job_type: str, name: str | None = None, group: st
 
 
 def lightning_logger(run):
-    """Lightning's WandbLogger on `run`; a failing wandb call is logged once, then wandb is dropped, training goes on."""
+    """Lightning's WandbLogger on `run`: a failing wandb call is logged once, then wandb is dropped; training goes
+    on."""
     from lightning.pytorch.loggers import WandbLogger  # here, not at import: the other stages need no Lightning
 
     class GuardedWandbLogger(WandbLogger):

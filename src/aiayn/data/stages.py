@@ -15,11 +15,6 @@ log = logging.getLogger(__name__)
 SPLITS = ("train", "valid", "test")
 
 
-def _line_count(path: Path) -> int:
-    with open(path, "rb") as f:
-        return sum(1 for _ in f)
-
-
 def fetch(cfg: DictConfig) -> dict[str, Any]:
     """Write data/raw/{train,valid,test}.{src,tgt} and stats.json for `cfg.data.name`."""
     d, out = cfg.data, Path(cfg.paths.raw)
@@ -27,12 +22,13 @@ def fetch(cfg: DictConfig) -> dict[str, Any]:
     if d.name == "synthetic":
         from aiayn.data.synthetic import write_corpus
 
-        write_corpus(out, {"train": d.train_size, "valid": d.valid_size, "test": d.test_size}, seed=d.seed,
-                     lexicon_scale=d.lexicon_scale)
-        stats = {"source": "synthetic", "seed": d.seed, "lexicon_scale": d.lexicon_scale, "src_lang": d.src_lang, "tgt_lang": d.tgt_lang,
-                 "valid_set": f"synthetic valid (seed {d.seed})", "test_set": f"synthetic test (seed {d.seed})"}
-        stats.update({s: {"read": _line_count(out / f"{s}.src"), "kept": _line_count(out / f"{s}.src")}
-                      for s in SPLITS})
+        written = write_corpus(out, {"train": d.train_size, "valid": d.valid_size, "test": d.test_size},
+                               seed=d.seed, lexicon_scale=d.lexicon_scale)
+        stats = {"source": "synthetic", "seed": d.seed, "lexicon_scale": d.lexicon_scale, "src_lang": d.src_lang,
+                 "tgt_lang": d.tgt_lang, "valid_set": f"synthetic valid (seed {d.seed})",
+                 "test_set": f"synthetic test (seed {d.seed})"}
+        stats.update({split: {"read": w["pairs"], "kept": w["pairs"], "src_words": w["src_words"],
+                              "tgt_words": w["tgt_words"]} for split, w in written.items()})
         atomic_write_json(out / "stats.json", stats)
         return stats
     from aiayn.data.clean import CleanOptions

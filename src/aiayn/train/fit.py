@@ -127,8 +127,8 @@ def checkpoint_callback(cfg: DictConfig, ckpt_dir: Path) -> ModelCheckpoint:
         else {"train_time_interval": timedelta(minutes=t.ckpt_every_minutes)}
     )
     return ValidatedCheckpoint(
-        t.val_every_steps, dirpath=ckpt_dir, filename="step-{step:08d}", auto_insert_metric_name=False, monitor="step", mode="max",
-        save_top_k=t.keep_last, save_last=True, **cadence,
+        t.val_every_steps, dirpath=ckpt_dir, filename="step-{step:08d}", auto_insert_metric_name=False,
+        monitor="step", mode="max", save_top_k=t.keep_last, save_last=True, **cadence,
     )
 
 
@@ -189,9 +189,7 @@ def _train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
         enable_progress_bar=cfg.trainer.enable_progress_bar, enable_model_summary=False, logger=loggers,
         callbacks=[checkpoint_callback(cfg, ckpt_dir), progress, curve, RngState(cfg.seed), RunIdentity(ident),
                    MFUMonitor(OmegaConf.to_container(cfg.model), tokenizer.vocab_size, cfg.train.log_every_steps,
-                              str(cfg.trainer.precision),
-                              # null or absent: the device's datasheet peak (aiayn.train.mfu.PEAK_FLOPS)
-                              cfg.trainer.peak_flops)],
+                              str(cfg.trainer.precision), cfg.trainer.peak_flops)],
         num_sanity_val_steps=0, default_root_dir=run_dir, plugins=[AtomicCheckpointIO()],
         use_distributed_sampler=False,  # TokenBatchSampler shards by rank itself
     )
@@ -204,8 +202,6 @@ def _train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     finally:
         tracking.finish(wandb_run)
     return summary
-
-
 
 
 def _summary(cfg, trainer, module, datamodule, progress, tokenizer, accumulate) -> dict[str, Any]:

@@ -85,8 +85,8 @@ class TranslationModule(L.LightningModule):
         step = int(self.first_bad_step)
         if step >= 0:
             raise FloatingPointError(
-                f"non-finite training loss or gradient at step {step}; stopping. The last good checkpoint is kept; lower "
-                f"train.lr_factor or set train.grad_clip and resume."
+                f"non-finite training loss or gradient at step {step}; stopping. The last good checkpoint is kept; "
+                f"lower train.lr_factor or set train.grad_clip and resume."
             )
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
