@@ -3,7 +3,7 @@
     python -m aiayn.rows --scale paper --vocab 37000 [--format json]
 
 The absolute counts depend on the vocabulary (the paper's exact one is unknown); each row's difference from base
-is what should match the paper's (Table 3 params column).
+is what should match the paper's (Table 3 params column); see docs/departures.md#parameter-counts.
 """
 from __future__ import annotations
 

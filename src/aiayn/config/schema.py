@@ -144,7 +144,9 @@ class RowConfig:
     label_smoothing: Optional[float] = None
     pos_encoding: Optional[str] = None
     train_steps: Optional[int] = None  # paper units (base: 100000)
-    average_last: int = 0  # checkpoints averaged at evaluation (section 6.1); 0 = last checkpoint only
+    # Checkpoints averaged at evaluation (section 6.1); 0 = last checkpoint only.
+    # Departure: see docs/departures.md#checkpoint-averaging-for-table3
+    average_last: int = 0
 
 
 @dataclass

@@ -37,7 +37,10 @@ class _Live:
 
 
 def length_penalty(length: int | Tensor, alpha: float) -> float | Tensor:
-    """GNMT length penalty lp(Y) = ((5 + |Y|) / 6) ** alpha (Wu et al. 2016), |Y| counting the EOS token."""
+    """GNMT length penalty lp(Y) = ((5 + |Y|) / 6) ** alpha (Wu et al. 2016), |Y| counting the EOS token.
+
+    Departure: see docs/departures.md#decode-length-penalty
+    """
     return ((5 + length) / 6) ** alpha
 
 
@@ -46,7 +49,8 @@ def beam_search(model: nn.Module, src: Tensor, *, beam_size: int, alpha: float, 
     """Up to `beam_size` hypotheses per source sentence, best first, in input order (section 6.1).
 
     `src` (B, S) ends each sentence with EOS and is right-padded with `pad_id`; output is limited to input
-    length + `max_len_b` tokens. `incremental` decodes with a key/value cache instead of recomputing prefixes.
+    length + `max_len_b` tokens (docs/departures.md#decode-max-length). `incremental` decodes with a key/value
+    cache instead of recomputing prefixes.
     """
     if beam_size < 1:
         raise ValueError(f"beam_size must be >= 1, got {beam_size}")
@@ -115,6 +119,7 @@ def _select_live(cand_lp: Tensor, cand_beam: Tensor, cand_tok: Tensor, beam_size
     return next_lp, cand_beam.gather(1, pos), cand_tok.gather(1, pos)
 
 
+# Departure: see docs/departures.md#decode-early-stop
 def _sentences_done(finished: list[list[Hypothesis]], live: _Live, next_lp: Tensor, *, step: int,
                     alpha: float) -> Tensor:
     """Which sentences stop now: at their length limit, or with K finished that no live hypothesis can beat.

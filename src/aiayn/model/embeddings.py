@@ -36,7 +36,7 @@ class PositionalEncoding(nn.Module):
         if kind == "sinusoidal":
             # Not persistent: it is a function of the shape, so checkpoints need not carry it.
             self.register_buffer("table", sinusoidal_table(max_positions, d_model), persistent=False)
-        elif kind == "learned":
+        elif kind == "learned":  # Departure: see docs/departures.md#learned-positions
             self.table = nn.Parameter(torch.empty(max_positions, d_model))
             # Departure: see docs/departures.md#initialisation
             nn.init.normal_(self.table, mean=0.0, std=d_model**-0.5)

@@ -13,8 +13,9 @@ def label_smoothed_nll_loss(logits: Tensor, target: Tensor, epsilon: float, pad_
     """Return (loss_sum, nll_sum) over non-pad targets, the smoothed target being q = (1 - eps) on the
     gold token and eps / (V - 2) on every other token except pad, which gets 0 (section 5.4).
 
-    Spreading eps over V - 2 rather than V - 1 keeps all target mass off pad, which the model must never
-    emit, and makes q a proper distribution whose minimiser is reachable with pad's probability -> 0.
+    Departure: see docs/departures.md#label-smoothing-variant. Spreading eps over V - 2 rather than V - 1 keeps
+    all target mass off pad, which the model must never emit, and makes q a proper distribution whose minimiser
+    is reachable with pad's probability -> 0.
     """
     vocab = logits.size(-1)
     if not 0.0 <= epsilon < 1.0:

@@ -3,6 +3,7 @@
 Checksums come from published tables, never from our own downloads:
 - training archives: sha256 from TensorFlow Datasets' url_checksums/wmt13_translate.txt and wmt14_translate.txt
   (entries for the same www.statmt.org URLs);
+- newstest2013 from wmt13/test.tgz. Departure: see docs/departures.md#wmt14-dev-archive
 - test sets: md5 from sacreBLEU's DATASETS table ("wmt13" -> wmt13/test.tgz, "wmt14/full" -> wmt14/test-full.tgz).
 A None checksum makes the download warn and print the sum it computed, so a user can pin it here.
 """
