@@ -95,3 +95,19 @@ def test_ddp_ranks_started_by_the_launcher_do_not_lock(tmp_path, monkeypatch):
         assert lock_run_dir(tmp_path) is None
     finally:
         lock.close()
+
+
+def test_a_code_change_retrains_instead_of_resuming(tmp_path) -> None:
+    """dvc repro reruns train when its code changes; the kept checkpoints of the old code must not be resumed."""
+    import torch
+
+    from aiayn.train.fit import code_sha256, resume_checkpoint
+
+    assert code_sha256() == code_sha256()  # stable for unchanged code
+    ckpt_dir = tmp_path / "checkpoints"
+    ckpt_dir.mkdir()
+    now = {"code_sha256": code_sha256(), "row": "base", "seed": 1}
+    torch.save({"global_step": 600, "aiayn_fingerprint": {**now, "code_sha256": "0" * 64}}, ckpt_dir / "last.ckpt")
+    assert resume_checkpoint(ckpt_dir, now, resume=True) is None
+    (aside,) = tmp_path.glob("stale-checkpoints-*")
+    assert (aside / "last.ckpt").exists()

@@ -37,10 +37,27 @@ OBSERVATIONAL = {"val_every_steps", "log_every_steps", "ckpt_every_steps", "ckpt
                  "resume", "num_workers", "max_steps"}
 
 
+# The code a training run's numbers depend on (the train stage's code deps in dvc.yaml).
+TRAINING_CODE = ("model", "train", "data/batching.py", "data/datamodule.py")
+
+
+def code_sha256() -> str:
+    """One hash of the training code, so that `dvc repro` after a code change retrains instead of resuming the
+    finished checkpoint of the old code (DVC keeps the checkpoints folder: `persist: true`)."""
+    package = Path(__file__).resolve().parents[1]
+    digest = hashlib.sha256()
+    for entry in TRAINING_CODE:
+        path = package / entry
+        for file in sorted(path.rglob("*.py")) if path.is_dir() else [path]:
+            digest.update(file.relative_to(package).as_posix().encode() + b"\0" + file.read_bytes())
+    return digest.hexdigest()
+
+
 def fingerprint(cfg: DictConfig, tokenizer_path: Path) -> dict[str, Any]:
-    """What a checkpoint must share with this run to be resumed by it."""
+    """What a checkpoint must share with this run to be resumed by it: config, data, tokenizer and code."""
     train = {k: v for k, v in OmegaConf.to_container(cfg.train).items() if k not in OBSERVATIONAL}
     return {
+        "code_sha256": code_sha256(),
         "row": cfg.row.name,
         "seed": int(cfg.seed),
         "model": OmegaConf.to_container(cfg.model),
