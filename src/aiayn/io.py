@@ -40,6 +40,14 @@ def atomic_write_json(path: Path | str, obj: Any) -> None:
     atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
 
 
+def read_lines(path: Path | str) -> list[str]:
+    """One sentence per line; split on "\\n" only, since str.splitlines also breaks on U+2028 inside sentences."""
+    lines = Path(path).read_text(encoding="utf-8").split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
 def read_json(path: Path | str) -> Any:
     """Read a JSON file; a malformed one raises ValueError naming the file and the position."""
     try:

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from aiayn.report.significance import Bootstrap, paired_bootstrap_p, paired_bootstrap_ps, read_lines, seed_paired_bootstrap
+from aiayn.io import read_lines
+from aiayn.report.significance import Bootstrap, paired_bootstrap_p, paired_bootstrap_ps, seed_paired_bootstrap
 
 
 

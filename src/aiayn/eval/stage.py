@@ -20,7 +20,7 @@ from aiayn.eval.averaging import average_checkpoints, select_last
 from aiayn.eval.bleu import sacre_bleu
 from aiayn.eval.evaluate import score_translations
 from aiayn.eval.perplexity import dev_perplexity
-from aiayn.io import atomic_write_json, atomic_write_text, read_json
+from aiayn.io import atomic_write_json, atomic_write_text, read_json, read_lines
 from aiayn.model import Transformer
 
 log = logging.getLogger(__name__)
@@ -44,11 +44,6 @@ def _open_checkpoint(path: Path) -> dict[str, Any]:
     except Exception as err:
         raise ValueError(f"{path}: unreadable checkpoint ({type(err).__name__}: {err}); delete it and rerun the "
                          f"train stage to rewrite it") from err
-
-
-def read_lines(path: Path) -> list[str]:
-    with open(path, encoding="utf-8") as f:
-        return [line.rstrip("\n") for line in f]
 
 
 def decode_split(cfg: DictConfig, model, tokenizer, split: str, device) -> tuple[list[str], list[str], float]:
@@ -76,8 +71,10 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
         result: dict[str, Any] = {"checkpoints_averaged": len(paths), "checkpoints": [p.name for p in paths],
                                   "beam_size": cfg.decode.beam_size if cfg.decode.strategy == "beam" else 1,
                                   "length_penalty": cfg.decode.length_penalty, "strategy": cfg.decode.strategy}
+        lines = {}
         for split, prefix in (("valid", "dev_"), ("test", "")):
             hyps, refs, speed = decode_split(cfg, model, tokenizer, split, device)
+            lines[split] = len(refs)
             atomic_write_text(run_dir / f"hyps.{split}.txt", "".join(h + "\n" for h in hyps))
             scores = score_translations(hyps, refs, tgt_lang=cfg.data.tgt_lang,
                                         bootstrap=cfg.decode.bootstrap if split == "test" else 0, seed=cfg.seed)
@@ -88,7 +85,7 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
                 # The trivial baseline: the source sentence copied unchanged, scored the same way.
                 result["copy_baseline_bleu"] = sacre_bleu(sources, refs)[0]
                 _log_samples(wandb_run, sources, refs, hyps, cfg.decode.samples)
-        result.update(_set_names(cfg))
+        result.update(_set_names(cfg, lines))
         datamodule = TranslationDataModule(bpe_dir, max_tokens=cfg.train.max_tokens, seed=cfg.seed)
         datamodule.setup("validate")
         result["dev_ppl"] = dev_perplexity(model, _to(datamodule.val_dataloader(), device), tokenizer.pad_id)
@@ -104,15 +101,15 @@ def _to(loader, device):
         yield {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
 
 
-def _set_names(cfg: DictConfig) -> dict[str, Any]:
+def _set_names(cfg: DictConfig, lines: dict[str, int]) -> dict[str, Any]:
     """Which sets were scored, from the fetch stage's stats.json (e.g. newstest2014-full, 3003 lines)."""
     stats_path = Path(cfg.paths.raw) / "stats.json"
     stats = read_json(stats_path) if stats_path.exists() else {}
     return {
         "test_set": {"name": stats.get("test_set", f"{cfg.data.name}/test"),
-                     "lines": len(read_lines(Path(cfg.paths.raw) / "test.tgt"))},
+                     "lines": lines["test"]},
         "dev_set": {"name": stats.get("valid_set", f"{cfg.data.name}/valid"),
-                    "lines": len(read_lines(Path(cfg.paths.raw) / "valid.tgt"))},
+                    "lines": lines["valid"]},
     }
 
 

@@ -8,13 +8,7 @@ from pathlib import Path
 from sacrebleu.metrics import BLEU
 from sacrebleu.significance import PairedTest
 
-
-def read_lines(path: Path) -> list[str]:
-    """One sentence per line; split on "\\n" only, since str.splitlines also breaks on U+2028 inside sentences."""
-    lines = Path(path).read_text(encoding="utf-8").split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return lines
+from aiayn.io import read_lines
 
 
 def paired_bootstrap_ps(

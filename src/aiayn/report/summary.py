@@ -7,7 +7,7 @@ from typing import Any
 
 from aiayn.report.collect import RunRecord, collect_runs
 from aiayn.report.plots import plot_bleu_by_row, plot_learning_curves
-from aiayn.report.significance import read_lines
+from aiayn.io import read_lines
 from aiayn.report.table2 import P100_SUSTAINED_FLOPS, build_table2, write_table2
 from aiayn.report.table3 import build_table3, write_table3
 
