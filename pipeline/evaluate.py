@@ -1,4 +1,6 @@
-"""DVC stage `evaluate@{row}-{seed}`: decode dev and test, score them, write eval.json and the hypotheses.
+"""DVC stage `evaluate@{row}`: decode dev (and test, for Table 2's systems), score, and write
+evals/{row}/seed{seed}/eval.json and the hypotheses. DVC passes seeds_from=params.yaml: a multirun over the seeds
+on params.yaml's launcher, as for train.
 
 By hand: python pipeline/evaluate.py row=A1 seed=2 decode=greedy
 """

@@ -52,6 +52,19 @@ def test_a_row_is_a_relative_change_at_small_scales() -> None:
     assert d3.train.label_smoothing == 0.0
 
 
+def test_snapshots_kept_follow_the_rows_averaging_unless_set() -> None:
+    keep = {row: prepare(compose(["scale=tiny", f"row={row}"])).train.keep_last for row in ("base", "big", "C1")}
+    assert keep == {"base": 5, "big": 20, "C1": 0}  # Table 3 rows average nothing: only last.ckpt
+    assert prepare(compose(["scale=tiny", "row=C1", "train.keep_last=3"])).train.keep_last == 3
+
+
+def test_every_rows_steps_are_a_multiple_of_the_checkpoint_cadence_at_every_scale() -> None:
+    for scale in ("tiny", "small", "paper"):  # smoke is too small for some rows (a head size below 1)
+        for row in options("row"):
+            t = prepare(compose([f"scale={scale}", f"row={row}"])).train
+            assert not t.ckpt_every_steps or t.max_steps % t.ckpt_every_steps == 0, (scale, row)
+
+
 def test_a_row_that_does_not_fit_names_the_row_and_the_scale() -> None:
     with pytest.raises(ConfigError, match=r"row 'A4' does not fit scale 'tiny'.*d_k"):
         prepare(compose(["row=A4", "model.d_k=2"]))
@@ -80,6 +93,10 @@ def test_missing_row_file_is_refused() -> None:
         ("model.dropout=1.5", "model.dropout"),
         ("train.label_smoothing=-0.1", "train.label_smoothing"),
         ("train.keep_last=2", "train.keep_last"),
+        ("train.keep_last=-1", "train.keep_last"),
+        ("train.max_steps=601", "train.ckpt_every_steps"),
+        ("data.max_words=3", "data.max_words"),
+        ("data.lexicon_scale=0", "data.lexicon_scale"),
         ("decode.strategy=sampling", "decode.strategy"),
     ],
 )

@@ -147,3 +147,27 @@ def test_vocabulary_in_the_thousands_and_sides_disjoint(lexicon):
     assert len(en_types) > 2000 and len(de_types) > 3000
     shared = en_types & de_types
     assert shared <= {"in"}, shared  # only the preposition both languages spell alike
+
+
+@pytest.mark.parametrize("scale", [0.001, 0.005, 0.02])
+def test_a_small_lexicon_still_has_every_kind_of_verb(scale):
+    """The tiny scale's lexicon (0.005) draws from transitive, intransitive and clause-taking verbs alike."""
+    verbs = synthetic_lexicon.scaled_lexicon(scale).verbs
+    assert any(v.says for v in verbs)
+    plain = [v for v in verbs if not v.says]
+    assert any(v.transitive for v in plain) and any(not v.transitive for v in plain)
+    assert len(synthetic.generate(300, seed=5, lexicon_scale=scale)) == 300
+
+
+def test_max_words_bounds_both_sides(tmp_path):
+    pairs = synthetic.generate(500, seed=3, max_words=12)
+    assert max(max(len(s.split()), len(t.split())) for s, t in pairs) <= 12
+    assert min(len(s.split()) for s, _ in pairs) >= synthetic.MIN_WORDS
+    with pytest.raises(ValueError, match="max_words=3"):
+        synthetic.generate(1, seed=3, max_words=3)
+
+
+def test_the_default_lexicon_is_unchanged_by_the_small_lexicon_rules():
+    """lexicon_scale 0.2 (the data of earlier runs) gives the same words as before the 8-verb minimum."""
+    lexicon = synthetic_lexicon.scaled_lexicon(0.2)
+    assert sum(v.says for v in lexicon.verbs) == 25 and len(lexicon.verbs) == 140

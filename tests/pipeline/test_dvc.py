@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import csv
+import json
 import os
 import subprocess
 import sys
@@ -60,9 +61,16 @@ def test_every_job_left_an_offline_wandb_run(repo: Path) -> None:
 
 def test_dag_is_fetch_bpe_train_evaluate_aggregate(repo: Path) -> None:
     dag = dvc("dag", "--md", cwd=repo)
-    for edge in ("fetch --> bpe", "bpe --> train@base-1", "train@base-1 --> evaluate@base-1",
-                 "evaluate@base-2 --> aggregate"):
+    for edge in ("fetch --> bpe", "bpe --> train@base", "train@base --> evaluate@base",
+                 "evaluate@base --> aggregate"):
         assert edge.split(" --> ")[0] in dag and edge.split(" --> ")[1] in dag
+
+
+def test_dvc_plots_draws_a_validation_curve_per_run(repo: Path) -> None:
+    spec = json.loads(dvc("plots", "show", "--show-vega", "results/curves.csv", cwd=repo))
+    points = spec["data"]["values"]
+    assert {p["run"] for p in points} == {"base-s1", "base-s2"} and all(float(p["val_ppl"]) > 1 for p in points)
+    assert spec["encoding"]["detail"]["field"] == "run"  # .dvc/plots/runs.json: one line per run, coloured by row
 
 
 def test_adding_a_row_changes_only_that_rows_stages(repo: Path) -> None:
@@ -74,7 +82,7 @@ def test_adding_a_row_changes_only_that_rows_stages(repo: Path) -> None:
                if line and not line.startswith(("\t", " "))}
     run(["git", "checkout", "-q", "--", "params.yaml"], repo)
     (repo / "conf" / "row" / "X1.yaml").unlink()
-    assert changed == {"train@X1-1", "train@X1-2", "evaluate@X1-1", "evaluate@X1-2", "aggregate"}, changed
+    assert changed == {"train@X1", "evaluate@X1", "aggregate"}, changed
 
 
 def test_hydra_multirun_runs_two_seeds(repo: Path) -> None:
@@ -84,9 +92,14 @@ def test_hydra_multirun_runs_two_seeds(repo: Path) -> None:
         assert (repo / "multirun_runs" / "base" / f"seed{seed}" / "train.json").exists()
 
 
-def test_exp_run_with_one_more_seed_runs_only_that_seed(repo: Path) -> None:
+def test_exp_run_with_one_more_seed_trains_only_that_seed(repo: Path) -> None:
+    before = (repo / "runs" / "base" / "seed1" / "train.json").read_text()
     out = dvc("exp", "run", "-S", "seeds=[1,2,3]", cwd=repo)
     ran = {line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage")}
-    assert ran == {"train@base-3", "evaluate@base-3", "aggregate"}, out
+    assert ran == {"train@base", "evaluate@base", "aggregate"}, out
+    for seed in (1, 2):  # the row's stage reran, but its finished seeds were skipped, not retrained
+        assert f"runs/base/seed{seed}: already trained to step" in out, out
+    assert "runs/base/seed3: already trained" not in out
+    assert (repo / "runs" / "base" / "seed1" / "train.json").read_text() == before
     with open(repo / "results" / "table3.csv", encoding="utf-8") as f:
         assert next(csv.DictReader(f))["n_seeds"] == "3"

@@ -28,7 +28,7 @@ def overrides(tmp: Path, *extra: str) -> list[str]:
     return [
         "scale=smoke", "logger=none", "trainer.enable_progress_bar=false",
         f"paths.raw={tmp}/data/raw", f"paths.bpe={tmp}/data/bpe", f"paths.runs={tmp}/runs",
-        f"paths.results={tmp}/results", *extra,
+        f"paths.evals={tmp}/evals", f"paths.results={tmp}/results", *extra,
     ]
 
 
@@ -36,12 +36,13 @@ def overrides(tmp: Path, *extra: str) -> list[str]:
 def workspace(tmp_path_factory) -> Path:
     """fetch -> bpe -> train (2 seeds) -> evaluate (2 seeds) -> aggregate, through each script's run()."""
     tmp = tmp_path_factory.mktemp("pipeline")
+    (tmp / "params.yaml").write_text("rows: [base]\nseeds: [1, 2]\n")
     stage("fetch").run(compose(overrides(tmp)))
     stage("bpe").run(compose(overrides(tmp)))
     for seed in (1, 2):
         stage("train").run(compose(overrides(tmp, f"seed={seed}")))
         stage("evaluate").run(compose(overrides(tmp, f"seed={seed}")))
-    stage("aggregate").run(compose(overrides(tmp, "aggregate.rows=[base]", "aggregate.seeds=[1,2]")))
+    stage("aggregate").run(compose(overrides(tmp, f"aggregate.params_file={tmp}/params.yaml")))
     return tmp
 
 
@@ -67,10 +68,13 @@ def test_train_writes_the_run_folder(workspace: Path) -> None:
     assert summary["steps"] == 12 and summary["tokens_seen"]["tgt"] > 0 and summary["val_ppl"] > 1
     config = OmegaConf.load(run / "config.yaml")
     assert config.seed == 1 and config.row.name == "base" and config.model.d_model == 32
+    # base averages its last 5: weights-only snapshots at the checkpoint cadence (every 2 steps at smoke scale)
     ckpts = sorted(p.name for p in (run / "checkpoints").glob("step-*.ckpt"))
-    assert ckpts[-1] == "step-00000012.ckpt" and (run / "checkpoints" / "last.ckpt").exists()
+    assert ckpts == [f"step-{step:08d}.ckpt" for step in (4, 6, 8, 10, 12)], ckpts
     state = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)  # plain values only
-    assert state["hyper_parameters"]["model"]["d_model"] == 32
+    assert state["hyper_parameters"]["model"]["d_model"] == 32 and state["optimizer_states"]  # resumable
+    snapshot = torch.load(run / "checkpoints" / ckpts[-1], weights_only=True)
+    assert "optimizer_states" not in snapshot and snapshot["state_dict"].keys() == state["state_dict"].keys()
     with open(run / "curve.csv", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
     assert [int(r["step"]) for r in rows if r["val_ppl"]] == [6, 12]
@@ -84,8 +88,26 @@ def test_same_seed_same_metrics_different_seed_different(workspace: Path, tmp_pa
     assert other["val_loss"] != first["val_loss"]
 
 
-def test_evaluate_writes_scores_and_hypotheses(workspace: Path) -> None:
+def test_a_finished_seed_is_skipped_not_retrained(workspace: Path) -> None:
     run = workspace / "runs" / "base" / "seed1"
+    last = run / "checkpoints" / "last.ckpt"
+    stamp = last.stat().st_mtime_ns
+    again = stage("train").run(compose(overrides(workspace, "seed=1")))
+    assert again == json.loads((run / "train.json").read_text()) and last.stat().st_mtime_ns == stamp
+
+
+def test_a_table3_row_is_scored_on_the_dev_set_only(workspace: Path) -> None:
+    stage("train").run(compose(overrides(workspace, "row=C1")))
+    scores = stage("evaluate").run(compose(overrides(workspace, "row=C1")))
+    out = workspace / "evals" / "C1" / "seed1"
+    assert json.loads((out / "eval.json").read_text()) == scores
+    assert scores["dev_bleu"] >= 0 and scores["dev_ppl"] > 1 and scores["checkpoints_averaged"] == 1
+    assert "bleu" not in scores and "test_set" not in scores and not (out / "hyps.test.txt").exists()
+    assert not list((workspace / "runs" / "C1" / "seed1" / "checkpoints").glob("step-*"))  # averages nothing
+
+
+def test_evaluate_writes_scores_and_hypotheses(workspace: Path) -> None:
+    run = workspace / "evals" / "base" / "seed1"
     scores = json.loads((run / "eval.json").read_text())
     for key in ("bleu", "sacrebleu_signature", "bleu_paper", "chrf", "dev_ppl", "dev_bleu", "bleu_ci95",
                 "test_set", "checkpoints_averaged", "beam_size", "length_penalty", "sentences_per_s"):
@@ -103,6 +125,9 @@ def test_aggregate_writes_table3_with_seed_counts(workspace: Path) -> None:
         assert col in rows[0]
     assert float(rows[0]["ppl_ci95_low"]) <= float(rows[0]["ppl_mean"]) <= float(rows[0]["ppl_ci95_high"])
     assert (workspace / "results" / "table3.md").exists() and (workspace / "results" / "table2.md").exists()
+    with open(workspace / "results" / "curves.csv", encoding="utf-8") as f:  # for `dvc plots show`
+        points = [(r["run"], int(r["step"])) for r in csv.DictReader(f)]
+    assert points == [("base-s1", 6), ("base-s1", 12), ("base-s2", 6), ("base-s2", 12)]
     metrics = json.loads((workspace / "results" / "metrics.json").read_text())  # for `dvc metrics show`
     assert metrics["base"]["n_seeds"] == 2 and metrics["base"]["ppl_mean"] == pytest.approx(float(rows[0]["ppl_mean"]))
 
@@ -117,3 +142,15 @@ def test_multi30k_from_a_local_folder_end_to_end(shared_dir: Path, tmp_path: Pat
     scores = stage("evaluate").run(compose(overrides(tmp_path, *extra)))
     assert scores["dev_set"]["lines"] == 1014 and scores["test_set"]["lines"] == 1000
     assert "held out" in scores["test_set"]["name"]
+
+
+def test_the_evaluate_stage_starts_without_lightning() -> None:
+    """DVC starts evaluate once per row: importing Lightning would add about 5 s to each of those processes."""
+    import subprocess
+    import sys
+
+    code = ("import sys, importlib.util as u; s = u.spec_from_file_location('e', 'pipeline/evaluate.py'); "
+            "m = u.module_from_spec(s); s.loader.exec_module(m); import aiayn.eval.stage; "
+            "print(sorted(k for k in sys.modules if k.split('.')[0] in ('lightning', 'pytorch_lightning')))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout

@@ -46,7 +46,8 @@ def overrides(data_dir: Path) -> Callable[..., list[str]]:
     """Overrides of a smoke run writing under `tmp` and reading the shared data."""
     def make(tmp: Path, *extra: str) -> list[str]:
         return ["scale=smoke", "logger=none", "trainer.enable_progress_bar=false", f"paths.raw={data_dir}/raw",
-                f"paths.bpe={data_dir}/bpe", f"paths.runs={tmp}/runs", f"paths.results={tmp}/results", *extra]
+                f"paths.bpe={data_dir}/bpe", f"paths.runs={tmp}/runs", f"paths.evals={tmp}/evals",
+                f"paths.results={tmp}/results", *extra]
     return make
 
 

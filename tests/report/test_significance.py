@@ -18,6 +18,13 @@ def test_identical_systems_are_not_significant(refs, degrade):
     assert paired_bootstrap_p(hyps, list(hyps), refs, n_samples=200) == 1.0
 
 
+def test_different_output_with_the_same_zero_bleu_is_not_significant(refs):
+    """sacreBLEU alone would say p = 1/(n+1) here: no resample is strictly worse than a difference of 0."""
+    base = ["xq " * 3] * len(refs)
+    other = ["zv " * 4] * len(refs)
+    assert paired_bootstrap_p(base, other, refs, n_samples=100) == 1.0
+
+
 def test_nearly_identical_systems_are_not_significant(refs, degrade):
     base = degrade(refs, 3)
     near = list(base)

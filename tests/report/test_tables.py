@@ -68,8 +68,8 @@ def test_aggregate_writes_every_output(fabricated):
     summary = aggregate(fabricated["runs"], fabricated["rows"] + ["big"], fabricated["seeds"], fabricated["refs"],
                         out, bootstrap_samples=100)
     names = sorted(p.name for p in out.iterdir())
-    assert names == ["bleu_by_row.png", "learning_curves.png", "table2.csv", "table2.md", "table2.tex",
-                     "table3.csv", "table3.md", "table3.tex"]
+    assert names == ["bleu_by_row.png", "curves.csv", "learning_curves.png", "table2.csv", "table2.md",
+                     "table2.tex", "table3.csv", "table3.md", "table3.tex"]
     assert summary["n_per_row"] == {"base": 3, "A1": 3, "A3": 3, "C5": 3, "D1": 1, "custom": 3, "big": 0}
     assert "big/seed1" in summary["failed"]
     json.dumps(summary)  # plain values, ready for logging
@@ -89,6 +89,7 @@ def test_aggregate_writes_every_output(fabricated):
 def test_aggregate_without_any_run_or_reference(tmp_path):
     summary = aggregate(tmp_path / "runs", ["base", "A1"], [1, 2], {}, tmp_path / "results")
     assert summary["n_ok"] == 0 and summary["n_per_row"] == {"base": 0, "A1": 0}
-    assert len(summary["outputs"]) == 8 and all((tmp_path / "results" / n).stat().st_size > 0
+    assert len(summary["outputs"]) == 9 and all((tmp_path / "results" / n).stat().st_size > 0
                                                  for n in ("table3.csv", "table2.md", "learning_curves.png"))
+    assert (tmp_path / "results" / "curves.csv").read_text() == "row,seed,run,step,val_loss,val_ppl\n"
     assert "runs/A1/seed2 is missing" in (tmp_path / "results" / "table3.md").read_text()

@@ -39,7 +39,7 @@ def test_folder_remote_carries_results_to_another_clone(repo: Path, sh, tmp_path
     sh(["git", "clone", "-q", str(repo), str(clone)], tmp_path)
     assert not (clone / "runs").exists()
     dvc(sh, clone, "pull")
-    for rel in ("runs/base/seed1/eval.json", "runs/base/seed1/checkpoints/last.ckpt", "results/table3.csv"):
+    for rel in ("evals/base/seed1/eval.json", "runs/base/seed1/checkpoints/last.ckpt", "results/table3.csv"):
         assert (clone / rel).read_bytes() == (repo / rel).read_bytes(), rel
     # The pulled pipeline needs nothing rerun: files in runs/ that no stage declares (the run lock) are dvcignored.
     assert "up to date" in dvc(sh, clone, "status")

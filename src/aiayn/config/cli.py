@@ -8,7 +8,10 @@ import hydra
 from omegaconf import DictConfig
 
 from aiayn.config.compose import CONF_DIR, register_configs
+from aiayn.config.params import read_params_list
 from aiayn.tracking import SECRET_KEY
+
+SEEDS_FROM = "seeds_from="
 
 
 def refuse_secret_overrides(argv: list[str]) -> None:
@@ -20,8 +23,26 @@ def refuse_secret_overrides(argv: list[str]) -> None:
                      f"(WANDB_API_KEY) or `wandb login`, never on the command line, which Hydra saves with the run")
 
 
+def expand_seeds_from(argv: list[str]) -> list[str]:
+    """`seeds_from=FILE` stands for a multirun over FILE's `seeds` list: `--multirun seed=1,2,3`.
+
+    DVC cannot put a list into a stage's command, so dvc.yaml passes `seeds_from=params.yaml` and the seeds keep one
+    home. Each seed is then a job of the Hydra launcher in use: in turn in this process (basic), in parallel
+    processes (hydra/launcher=parallel) or as SLURM jobs (hydra/launcher=slurm).
+    """
+    given = [arg for arg in argv if arg.startswith(SEEDS_FROM)]
+    if not given:
+        return list(argv)
+    if len(given) > 1 or any(arg.split("=", 1)[0].lstrip("+~") == "seed" for arg in argv):
+        sys.exit("error: give either seed=... or one seeds_from=FILE, not both")
+    seeds = dict.fromkeys(read_params_list(given[0][len(SEEDS_FROM):], "seeds", int))
+    out = [f"seed={','.join(map(str, seeds))}" if arg == given[0] else arg for arg in argv]
+    return out if {"-m", "--multirun"} & set(out) else ["--multirun", *out]
+
+
 def hydra_main(run: Callable[[DictConfig], Any]) -> None:
     """Run `run(cfg)` under `@hydra.main` on conf/config.yaml (overrides, multirun and launchers included)."""
+    sys.argv[1:] = expand_seeds_from(sys.argv[1:])
     refuse_secret_overrides(sys.argv[1:])
     register_configs()
     hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")(run)()

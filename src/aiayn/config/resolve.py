@@ -47,6 +47,8 @@ def resolve_row(cfg: DictConfig) -> DictConfig:
         out.train.label_smoothing = row.label_smoothing
     if row.train_steps is not None:
         out.train.max_steps = max(1, round(cfg.train.max_steps * row.train_steps / PAPER_STEPS))
+    if cfg.train.keep_last is None:
+        out.train.keep_last = row.average_last if row.average_last > 1 else 0
     return out
 
 
@@ -67,7 +69,19 @@ def validate(cfg: DictConfig) -> None:
             raise ConfigError(f"train.{key}={t[key]} must be >= 1")
     if t.max_tokens > t.batch_tokens:
         raise ConfigError(f"train.max_tokens={t.max_tokens} exceeds train.batch_tokens={t.batch_tokens}")
-    if t.keep_last < max(1, cfg.row.average_last):
+    if t.ckpt_every_steps and t.max_steps % t.ckpt_every_steps:
+        raise ConfigError(
+            f"train.max_steps={t.max_steps} (row '{cfg.row.name}') is not a multiple of train.ckpt_every_steps="
+            f"{t.ckpt_every_steps}: the final weights would never be checkpointed, so neither evaluated nor averaged"
+        )
+    if t.snapshot_every_steps and t.max_steps % t.snapshot_every_steps:
+        raise ConfigError(f"train.max_steps={t.max_steps} (row '{cfg.row.name}') is not a multiple of "
+                          f"train.snapshot_every_steps={t.snapshot_every_steps}: the final weights would not be averaged")
+    if t.snapshot_every_steps < 0:
+        raise ConfigError(f"train.snapshot_every_steps={t.snapshot_every_steps} must be >= 0")
+    if t.keep_last < 0:
+        raise ConfigError(f"train.keep_last={t.keep_last} must be >= 0 (null: the row's average_last)")
+    if cfg.row.average_last > 1 and t.keep_last < cfg.row.average_last:
         raise ConfigError(
             f"train.keep_last={t.keep_last} keeps fewer checkpoints than row '{cfg.row.name}' averages "
             f"(row.average_last={cfg.row.average_last})"
@@ -79,6 +93,11 @@ def validate(cfg: DictConfig) -> None:
     for key in ("train_size", "valid_size", "test_size", "vocab_size"):
         if cfg.data[key] < 1:
             raise ConfigError(f"data.{key}={cfg.data[key]} must be >= 1")
+    if cfg.data.name == "synthetic" and cfg.data.max_words < 4:
+        raise ConfigError(f"data.max_words={cfg.data.max_words} must be >= 4 (the synthetic corpus's shortest "
+                          "sentence)")
+    if cfg.data.lexicon_scale <= 0:
+        raise ConfigError(f"data.lexicon_scale={cfg.data.lexicon_scale} must be > 0")
 
 
 def prepare(cfg: DictConfig) -> DictConfig:

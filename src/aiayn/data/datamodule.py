@@ -4,36 +4,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import lightning as L
-import numpy as np
-import torch
 from torch.utils.data import DataLoader
 
-from aiayn.data.batching import TokenBatchSampler
+from aiayn.data.batching import Collater, TokenBatchSampler
 from aiayn.data.binary import EncodedSplit
 from aiayn.data.tokenizer import Tokenizer
-
-
-class Collater:
-    """Build one padded batch from example indices: numpy arrays first, one conversion to torch per tensor."""
-
-    def __init__(self, split: EncodedSplit, pad_id: int, bos_id: int, eos_id: int):
-        self.split, self.pad_id, self.bos_id, self.eos_id = split, pad_id, bos_id, eos_id
-
-    def __call__(self, ids: list[int]) -> dict:
-        split, ids = self.split, np.asarray(ids, dtype=np.int64)
-        src_lens, tgt_lens = split.src_lens[ids], split.tgt_lens[ids] + 1  # +1: BOS on tgt_in, EOS on tgt_out
-        src = np.full((len(ids), int(src_lens.max())), self.pad_id, dtype=np.int64)  # (B, S)
-        tgt_in = np.full((len(ids), int(tgt_lens.max())), self.pad_id, dtype=np.int64)  # (B, T)
-        tgt_out = tgt_in.copy()
-        tgt_in[:, 0] = self.bos_id
-        for row, i in enumerate(ids):
-            s, t = split.src(i), split.tgt(i)  # stored src already ends with EOS
-            src[row, :len(s)] = s
-            tgt_in[row, 1:len(t) + 1] = t
-            tgt_out[row, :len(t)] = t
-            tgt_out[row, len(t)] = self.eos_id
-        return dict(src=torch.from_numpy(src), tgt_in=torch.from_numpy(tgt_in), tgt_out=torch.from_numpy(tgt_out),
-                    n_src_tokens=int(src_lens.sum()), n_tgt_tokens=int(tgt_lens.sum()), ids=torch.from_numpy(ids))
 
 
 class TranslationDataModule(L.LightningDataModule):

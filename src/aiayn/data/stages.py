@@ -23,8 +23,9 @@ def fetch(cfg: DictConfig) -> dict[str, Any]:
         from aiayn.data.synthetic import write_corpus
 
         written = write_corpus(out, {"train": d.train_size, "valid": d.valid_size, "test": d.test_size},
-                               seed=d.seed, lexicon_scale=d.lexicon_scale)
-        stats = {"source": "synthetic", "seed": d.seed, "lexicon_scale": d.lexicon_scale, "src_lang": d.src_lang,
+                               seed=d.seed, lexicon_scale=d.lexicon_scale, max_words=d.max_words)
+        stats = {"source": "synthetic", "seed": d.seed, "lexicon_scale": d.lexicon_scale,
+                 "max_words": d.max_words, "src_lang": d.src_lang,
                  "tgt_lang": d.tgt_lang, "valid_set": f"synthetic valid (seed {d.seed})",
                  "test_set": f"synthetic test (seed {d.seed})"}
         stats.update({split: {"read": w["pairs"], "kept": w["pairs"], "src_words": w["src_words"],

@@ -200,24 +200,28 @@ def _join(tokens: list[str]) -> str:
     return " ".join(out)
 
 
-def iter_pairs(seed: int, with_meta: bool = False, lexicon_scale: float = 1.0) -> Iterator:
-    """Endless stream of (English, German) pairs (with a metadata dict when `with_meta`), 4 to 40 words each.
+def iter_pairs(seed: int, with_meta: bool = False, lexicon_scale: float = 1.0,
+               max_words: int = MAX_WORDS) -> Iterator:
+    """Endless stream of (English, German) pairs (with a metadata dict when `with_meta`), 4 to `max_words` words.
 
     `lexicon_scale` shrinks (or grows) the open-class lexicon; 1.0 is about 3000 lemmas.
     """
+    if max_words < MIN_WORDS:
+        raise ValueError(f"data.max_words={max_words} must be at least {MIN_WORDS}")
     rng = random.Random(seed)
     grammar = _Grammar(lx.scaled_lexicon(lexicon_scale), rng)
     while True:
         meta = dict(nps=[], clauses=[], compounds=[])
         en, de = grammar.sentence(meta)
         en_s, de_s = _join(en), _join(de)
-        if MIN_WORDS <= len(en_s.split()) <= MAX_WORDS and MIN_WORDS <= len(de_s.split()) <= MAX_WORDS:
+        if MIN_WORDS <= len(en_s.split()) <= max_words and MIN_WORDS <= len(de_s.split()) <= max_words:
             yield (en_s, de_s, meta) if with_meta else (en_s, de_s)
 
 
-def generate(n_pairs: int, seed: int, with_meta: bool = False, lexicon_scale: float = 1.0) -> list:
+def generate(n_pairs: int, seed: int, with_meta: bool = False, lexicon_scale: float = 1.0,
+             max_words: int = MAX_WORDS) -> list:
     """`n_pairs` deterministic pairs for `seed`: (src, tgt) tuples, or (src, tgt, meta) with `with_meta`."""
-    return list(itertools.islice(iter_pairs(seed, with_meta, lexicon_scale), n_pairs))
+    return list(itertools.islice(iter_pairs(seed, with_meta, lexicon_scale, max_words), n_pairs))
 
 
 def split_seed(seed: int, split: str) -> int:
@@ -231,7 +235,7 @@ def _write_lines(path: Path, lines: list[str]) -> None:
 
 
 def write_corpus(out_dir, sizes: dict[str, int], seed: int, src_ext: str = "src", tgt_ext: str = "tgt",
-                 lexicon_scale: float = 1.0) -> dict:
+                 lexicon_scale: float = 1.0, max_words: int = MAX_WORDS) -> dict:
     """Write `{split}.{src_ext,tgt_ext}` for each split; later splits never repeat an earlier split's source."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -240,7 +244,7 @@ def write_corpus(out_dir, sizes: dict[str, int], seed: int, src_ext: str = "src"
     stats = {}
     for split in order:
         pairs: list[tuple[str, str]] = []
-        for src, tgt in iter_pairs(split_seed(seed, split), lexicon_scale=lexicon_scale):
+        for src, tgt in iter_pairs(split_seed(seed, split), lexicon_scale=lexicon_scale, max_words=max_words):
             if len(pairs) == sizes[split]:
                 break
             if split != "train" and src in seen:

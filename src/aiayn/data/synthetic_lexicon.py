@@ -7,6 +7,7 @@ small hand-written paradigms because agreement lives there.
 from __future__ import annotations
 
 import random
+import dataclasses
 from dataclasses import dataclass
 
 LEXICON_SEED = 1706  # arXiv 1706.03762: fixed so every corpus seed shares one lexicon
@@ -142,18 +143,24 @@ def build_lexicon(n_nouns: int = 1800, n_adjectives: int = 500, n_verbs: int = 7
                            _unique(rng, _DE, n_adjectives, taken, syll=(1, 2, 2))))
     en_v = _unique(rng, _EN, n_verbs, taken, coda=_EN_VERB_CODA, syll=(1, 1, 2))
     de_v = _unique(rng, _DE, n_verbs, taken, coda=_DE_VERB_CODA, syll=(1, 1, 2))
+    n_says = min(25, max(1, n_verbs // 5))  # verbs that take a clause ("say", "think")
     verbs = []
     for i, (e, d) in enumerate(zip(en_v, de_v)):
         particle = rng.choice(PARTICLES) if rng.random() < 0.2 else None
-        verbs.append(Verb(e, d, transitive=rng.random() < 0.7, particle=particle, says=i < 25))
+        verbs.append(Verb(e, d, transitive=rng.random() < 0.7, particle=particle, says=i < n_says))
+    # The grammar draws from transitive and intransitive verbs alike: a small lexicon needs one of each.
+    plain = [i for i, v in enumerate(verbs) if not v.says]
+    for want, i in ((False, plain[-1]), (True, plain[0])):
+        if all(verbs[j].transitive != want for j in plain):
+            verbs[i] = dataclasses.replace(verbs[i], transitive=want)
     adverbs = tuple(zip(_unique(rng, _EN, n_adverbs, taken, syll=(2, 3)),
                         _unique(rng, _DE, n_adverbs, taken, syll=(2, 3))))
     return Lexicon(nouns, adjectives, tuple(verbs), adverbs)
 
 
 def scaled_lexicon(scale: float = 1.0) -> Lexicon:
-    """The lexicon with every open word class resized by `scale` (at least 30 verbs: 25 of them take clauses)."""
+    """The lexicon with every open word class resized by `scale` (at least 10 nouns, 5 adjectives, 8 verbs)."""
     if scale <= 0:
         raise ValueError(f"data.lexicon_scale must be > 0, got {scale}")
     return build_lexicon(n_nouns=max(10, round(1800 * scale)), n_adjectives=max(5, round(500 * scale)),
-                         n_verbs=max(30, round(700 * scale)), n_adverbs=max(3, round(60 * scale)))
+                         n_verbs=max(8, round(700 * scale)), n_adverbs=max(3, round(60 * scale)))

@@ -13,7 +13,7 @@ import torch
 from omegaconf import DictConfig
 
 from aiayn import tracking
-from aiayn.data.datamodule import TranslationDataModule
+from aiayn.data.batching import eval_batches
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.decode import translate
 from aiayn.eval.averaging import average_checkpoints, select_last
@@ -60,9 +60,11 @@ def decode_split(cfg: DictConfig, model, tokenizer, split: str, device) -> tuple
 
 
 def evaluate(cfg: DictConfig) -> dict[str, Any]:
-    """Score run `runs/{row}/seed{seed}`; write eval.json, hyps.valid.txt and hyps.test.txt."""
+    """Score run `runs/{row}/seed{seed}` into `evals/{row}/seed{seed}/`: eval.json and hyps.valid.txt, plus
+    hyps.test.txt and the test scores for a system of Table 2 (`row.table2`)."""
     tracking.refuse_secrets(cfg)
-    run_dir, bpe_dir = Path(cfg.paths.run_dir), Path(cfg.paths.bpe)
+    run_dir, eval_dir, bpe_dir = Path(cfg.paths.run_dir), Path(cfg.paths.eval_dir), Path(cfg.paths.bpe)
+    eval_dir.mkdir(parents=True, exist_ok=True)
     device = torch.device("cuda" if cfg.trainer.accelerator == "gpu" and torch.cuda.is_available() else "cpu")
     model, paths = load_model(run_dir / "checkpoints", cfg.row.average_last, device)
     tokenizer = Tokenizer(bpe_dir / "spm.model")
@@ -72,24 +74,23 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
                                   "beam_size": cfg.decode.beam_size if cfg.decode.strategy == "beam" else 1,
                                   "length_penalty": cfg.decode.length_penalty, "strategy": cfg.decode.strategy}
         lines = {}
-        for split, prefix in (("valid", "dev_"), ("test", "")):
+        splits = (("valid", "dev_"), ("test", "")) if cfg.row.table2 else (("valid", "dev_"),)
+        for split, prefix in splits:
             hyps, refs, speed = decode_split(cfg, model, tokenizer, split, device)
             lines[split] = len(refs)
-            atomic_write_text(run_dir / f"hyps.{split}.txt", "".join(h + "\n" for h in hyps))
+            atomic_write_text(eval_dir / f"hyps.{split}.txt", "".join(h + "\n" for h in hyps))
             scores = score_translations(hyps, refs, tgt_lang=cfg.data.tgt_lang,
                                         bootstrap=cfg.decode.bootstrap if split == "test" else 0, seed=cfg.seed)
             result.update({prefix + k: v for k, v in scores.items()})
             result[f"{prefix}sentences_per_s"] = round(speed, 3)
-            if split == "test":
-                sources = read_lines(Path(cfg.paths.raw) / "test.src")
-                # The trivial baseline: the source sentence copied unchanged, scored the same way.
-                result["copy_baseline_bleu"] = sacre_bleu(sources, refs)[0]
-                _log_samples(wandb_run, sources, refs, hyps, cfg.decode.samples)
+            sources = read_lines(Path(cfg.paths.raw) / f"{split}.src")
+            # The trivial baseline: the source sentence copied unchanged, scored the same way.
+            result[f"{prefix}copy_baseline_bleu"] = sacre_bleu(sources, refs)[0]
+        _log_samples(wandb_run, sources, refs, hyps, cfg.decode.samples)  # of the last set decoded
         result.update(_set_names(cfg, lines))
-        datamodule = TranslationDataModule(bpe_dir, max_tokens=cfg.train.max_tokens, seed=cfg.seed)
-        datamodule.setup("validate")
-        result["dev_ppl"] = dev_perplexity(model, _to(datamodule.val_dataloader(), device), tokenizer.pad_id)
-        atomic_write_json(run_dir / "eval.json", result)
+        batches = eval_batches(bpe_dir / "valid", bpe_dir / "spm.model", cfg.train.max_tokens)
+        result["dev_ppl"] = dev_perplexity(model, _to(batches, device), tokenizer.pad_id)
+        atomic_write_json(eval_dir / "eval.json", result)
         tracking.safe_log(wandb_run, {f"test/{k}": v for k, v in result.items() if isinstance(v, (int, float))})
     finally:
         tracking.finish(wandb_run)
@@ -105,12 +106,10 @@ def _set_names(cfg: DictConfig, lines: dict[str, int]) -> dict[str, Any]:
     """Which sets were scored, from the fetch stage's stats.json (e.g. newstest2014-full, 3003 lines)."""
     stats_path = Path(cfg.paths.raw) / "stats.json"
     stats = read_json(stats_path) if stats_path.exists() else {}
-    return {
-        "test_set": {"name": stats.get("test_set", f"{cfg.data.name}/test"),
-                     "lines": lines["test"]},
-        "dev_set": {"name": stats.get("valid_set", f"{cfg.data.name}/valid"),
-                    "lines": lines["valid"]},
-    }
+    names = {"test": stats.get("test_set", f"{cfg.data.name}/test"),
+             "valid": stats.get("valid_set", f"{cfg.data.name}/valid")}
+    return {("dev_set" if split == "valid" else "test_set"): {"name": names[split], "lines": n}
+            for split, n in lines.items()}
 
 
 def _log_samples(run, sources: list[str], refs: list[str], hyps: list[str], n: int) -> None:

@@ -2,7 +2,8 @@
 development set").
 
 Each sweep job decodes the dev split only, never test (choosing on test would report a tuned, optimistic test
-score), and writes `{run_dir}/decode_tuning/beam{b}-lp{a}.json`. Every job then re-chooses from all the files in
+score), and writes `{paths.tuning_dir}/beam{b}-lp{a}.json` (decode_tuning/{row}/seed{seed}/, outside the
+DVC outputs, so tuning never makes a stage look changed). Every job then re-chooses from all the files in
 that folder, so `chosen.json`, `table.md` and `decode/tuned.yaml` are complete after the last job of a sweep,
 whatever Hydra launcher ran it.
 """
@@ -24,7 +25,6 @@ from aiayn.io import atomic_write_json, atomic_write_text, read_json
 
 log = logging.getLogger(__name__)
 
-TUNING_DIR = "decode_tuning"
 PAPER_ALPHA = DecodeConfig().length_penalty  # 0.6, section 6.1: ties go to the alpha nearest the paper's
 REQUIRED = ("beam_size", "length_penalty", "dev_bleu", "dev_chrf", "dev_sentences_per_s", "context")
 
@@ -45,7 +45,7 @@ def tune_setting(cfg: DictConfig) -> dict[str, Any]:
     if cfg.decode.strategy != "beam":
         raise ConfigError(f"decode.strategy={cfg.decode.strategy!r}: tuning sweeps beam search; use decode=paper")
     run_dir = Path(cfg.paths.run_dir)
-    out_dir = run_dir / TUNING_DIR
+    out_dir = Path(cfg.paths.tuning_dir)
     device = torch.device("cuda" if cfg.trainer.accelerator == "gpu" and torch.cuda.is_available() else "cpu")
     # Loading is not cached across sweep jobs: averaging even 20 checkpoints costs seconds, decoding the dev set
     # with a beam costs minutes, and a cache would be global state.

@@ -1,4 +1,5 @@
-"""Read run folders runs/{row}/seed{seed}/: config.yaml, train.json, eval.json, hypotheses and curves."""
+"""Read run folders: runs/{row}/seed{seed}/ (config.yaml, train.json, curve.csv) written by the train stage, and
+evals/{row}/seed{seed}/ (eval.json, hyps.*.txt) written by the evaluate stage."""
 from __future__ import annotations
 
 import csv
@@ -21,12 +22,16 @@ CURVE_COLUMNS = ("step", "train_loss", "val_loss", "val_ppl", "lr")
 
 @dataclass
 class RunRecord:
-    """One (row, seed) run; `ok` is False with a `reason` when eval.json is absent or unusable."""
+    """One (row, seed) run; `ok` is False with a `reason` when eval.json is absent or unusable.
+
+    `path` is the train stage's folder, `eval_path` the evaluate stage's.
+    """
 
     row: str
     seed: int
     path: Path
     ok: bool
+    eval_path: Path | None = None
     reason: str = ""
     config: dict[str, Any] = field(default_factory=dict)
     train: dict[str, Any] = field(default_factory=dict)
@@ -39,7 +44,7 @@ class RunRecord:
 
     def hyps_file(self, split: str) -> Path | None:
         """hyps.{split}.txt when this run wrote it."""
-        path = self.path / f"hyps.{split}.txt"
+        path = (self.eval_path or self.path) / f"hyps.{split}.txt"
         return path if self.ok and path.is_file() else None
 
 
@@ -72,33 +77,40 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
-def read_run(runs_dir: Path, row: str, seed: int) -> RunRecord:
-    """Read one run folder; problems become a failed record with the file and key named, never an exception.
+def read_run(runs_dir: Path, row: str, seed: int, evals_dir: Path | None = None) -> RunRecord:
+    """Read one run (its eval.json from `evals_dir`, default `runs_dir`); problems become a failed record with
+    the file and key named, never an exception.
 
-    Reasons name files from the runs folder's own name down ("runs/A1/seed2/eval.json"), so the tables
-    written from them do not depend on where the checkout lives.
+    Reasons name files from the folders' own names down ("evals/A1/seed2/eval.json"), so the tables written
+    from them do not depend on where the checkout lives.
     """
-    path = Path(runs_dir) / row / f"seed{seed}"
-    shown = f"{Path(runs_dir).name}/{row}/seed{seed}"
+    runs_dir = Path(runs_dir)
+    evals_dir = Path(evals_dir) if evals_dir is not None else runs_dir
+    path, eval_path = runs_dir / row / f"seed{seed}", evals_dir / row / f"seed{seed}"
+    shown, eval_shown = f"{runs_dir.name}/{row}/seed{seed}", f"{evals_dir.name}/{row}/seed{seed}"
+    failed = dict(row=row, seed=seed, path=path, eval_path=eval_path, ok=False)
     if not path.is_dir():
-        return RunRecord(row, seed, path, ok=False, reason=f"{shown} is missing")
-    if not (path / "eval.json").is_file():
-        return RunRecord(row, seed, path, ok=False, reason=f"{shown}/eval.json is absent")
+        return RunRecord(**failed, reason=f"{shown} is missing (not trained)")
+    if not (eval_path / "eval.json").is_file():
+        return RunRecord(**failed, reason=f"{eval_shown}/eval.json is absent (not evaluated)")
     try:
-        record = RunRecord(row, seed, path, ok=True, eval=_read_json(path / "eval.json", EVAL_NUMBERS))
+        record = RunRecord(row, seed, path, ok=True, eval_path=eval_path,
+                           eval=_read_json(eval_path / "eval.json", EVAL_NUMBERS))
         if (path / "train.json").is_file():
             record.train = _read_json(path / "train.json", TRAIN_NUMBERS)
         if (path / "config.yaml").is_file():
             record.config = _read_yaml(path / "config.yaml")
     except ValueError as err:
-        return RunRecord(row, seed, path, ok=False, reason=str(err).replace(str(path), shown))
+        reason = str(err).replace(str(eval_path), eval_shown).replace(str(path), shown)
+        return RunRecord(**failed, reason=reason)
     return record
 
 
-def collect_runs(runs_dir: Path, rows: Iterable[str], seeds: Iterable[int]) -> list[RunRecord]:
+def collect_runs(runs_dir: Path, rows: Iterable[str], seeds: Iterable[int],
+                 evals_dir: Path | None = None) -> list[RunRecord]:
     """Every (row, seed) in the given order, including missing and failed runs with their reasons."""
     seeds = list(seeds)
-    return [read_run(Path(runs_dir), row, seed) for row in rows for seed in seeds]
+    return [read_run(Path(runs_dir), row, seed, evals_dir) for row in rows for seed in seeds]
 
 
 def read_curve(path: Path) -> dict[str, list[float]]:

@@ -26,14 +26,17 @@ def paired_bootstrap_ps(
     if not refs:
         raise ValueError("paired bootstrap needs at least one sentence")
     # sacreBLEU counts resampled differences strictly greater than the observed one, which gives the minimum
-    # p = 1/(n+1) when a system is identical to base; no difference at all is p = 1 exactly.
+    # p = 1/(n+1) when a system scores exactly what base scores (identical output, or both BLEU 0 on different
+    # output); no difference at all is p = 1 exactly.
     p_values = {name: 1.0 for name, hyps in systems.items() if list(hyps) == list(base_hyps)}
     tested = [(name, list(hyps)) for name, hyps in systems.items() if name not in p_values]
     if tested:
         test = PairedTest([("base", list(base_hyps)), *tested], {"BLEU": BLEU(references=[list(refs)])},
                           references=None, test_type="bs", n_samples=n_samples)
         _, scores = test()
-        p_values.update({name: float(r.p_value) for (name, _), r in zip(tested, scores["BLEU"][1:])})
+        base_score = scores["BLEU"][0].score
+        p_values.update({name: 1.0 if r.score == base_score else float(r.p_value)
+                         for (name, _), r in zip(tested, scores["BLEU"][1:])})
     return {name: p_values[name] for name in systems}
 
 

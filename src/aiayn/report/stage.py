@@ -6,10 +6,10 @@ import logging
 from pathlib import Path
 from typing import Any
 
-import yaml
 from omegaconf import DictConfig
 
 from aiayn import tracking
+from aiayn.config.params import read_params_list
 from aiayn.io import atomic_write_json
 from aiayn.report import aggregate as build_tables
 
@@ -21,15 +21,10 @@ def rows_and_seeds(cfg: DictConfig) -> tuple[list[str], list[int]]:
     a = cfg.aggregate
     if a.rows is not None and a.seeds is not None:
         return list(a.rows), list(a.seeds)
-    path = Path(a.params_file)
-    if not path.exists():
-        raise FileNotFoundError(f"{path} not found: pass aggregate.rows=[...] and aggregate.seeds=[...]")
-    params = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    for key in ("rows", "seeds"):
-        if not isinstance(params.get(key), list):
-            raise ValueError(f"{path}: key '{key}' must be a list, got {params.get(key)!r}")
-    rows = list(a.rows) if a.rows is not None else [str(r) for r in params["rows"]]
-    seeds = list(a.seeds) if a.seeds is not None else [int(s) for s in params["seeds"]]
+    if not Path(a.params_file).exists():
+        raise FileNotFoundError(f"{a.params_file} not found: pass aggregate.rows=[...] and aggregate.seeds=[...]")
+    rows = list(a.rows) if a.rows is not None else read_params_list(a.params_file, "rows", str)
+    seeds = list(a.seeds) if a.seeds is not None else read_params_list(a.params_file, "seeds", int)
     return rows, seeds
 
 
@@ -37,7 +32,7 @@ def aggregate(cfg: DictConfig) -> dict[str, Any]:
     rows, seeds = rows_and_seeds(cfg)
     raw = Path(cfg.paths.raw)
     summary = build_tables(
-        runs_dir=Path(cfg.paths.runs), rows=rows, seeds=seeds,
+        runs_dir=Path(cfg.paths.runs), evals_dir=Path(cfg.paths.evals), rows=rows, seeds=seeds,
         refs={"valid": raw / "valid.tgt", "test": raw / "test.tgt"}, out_dir=Path(cfg.paths.results),
         sustained_flops_per_device=cfg.aggregate.sustained_flops_per_device,
         bootstrap_samples=cfg.aggregate.bootstrap,

@@ -1,13 +1,14 @@
 """The aggregate stage's one call: read every run, write Tables 2 and 3 and the figures, return a summary."""
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from aiayn.report.collect import RunRecord, collect_runs
+from aiayn.io import atomic_write_text, read_lines
+from aiayn.report.collect import RunRecord, collect_runs, read_curve
 from aiayn.report.plots import plot_bleu_by_row, plot_learning_curves
-from aiayn.io import read_lines
 from aiayn.report.table2 import P100_SUSTAINED_FLOPS, build_table2, write_table2
 from aiayn.report.table3 import build_table3, write_table3
 
@@ -48,13 +49,15 @@ def sentence_lengths(refs: Mapping[str, Path]) -> tuple[float, float]:
 def aggregate(
     runs_dir: Path, rows: Iterable[str], seeds: Iterable[int], refs: Mapping[str, Path], out_dir: Path,
     sustained_flops_per_device: float = P100_SUSTAINED_FLOPS, bootstrap_samples: int = 1000,
+    evals_dir: Path | None = None,
 ) -> dict[str, Any]:
     """Write table3.{md,csv,tex}, table2.{md,csv,tex}, bleu_by_row.png and learning_curves.png into out_dir.
 
     refs maps a split ("valid", "test") to its reference file. Missing or failed runs are reported, never fatal.
+    eval.json files are read from `evals_dir` (default: `runs_dir`).
     """
     rows, seeds, out_dir = list(rows), list(seeds), Path(out_dir)
-    records = collect_runs(Path(runs_dir), rows, seeds)
+    records = collect_runs(Path(runs_dir), rows, seeds, evals_dir)
     ok = [r for r in records if r.ok]
     lengths = sentence_lengths(refs)
     context = dict(scale=_distinct(ok, "scale", "name"), data=_distinct(ok, "data", "name"),
@@ -65,6 +68,7 @@ def aggregate(
     table2 = build_table2(records, lengths, sustained_flops_per_device)
     curves = {f"{r.row}/seed{r.seed}": r.path / "curve.csv" for r in records if (r.path / "curve.csv").is_file()}
     outputs = [*write_table3(table3, out_dir, context), *write_table2(table2, out_dir, context),
+               write_curves(curves, out_dir / "curves.csv"),
                plot_bleu_by_row(table3, out_dir / "bleu_by_row.png"),
                plot_learning_curves(curves, out_dir / "learning_curves.png")]
     return {
@@ -77,3 +81,16 @@ def aggregate(
         "table2": table2,
         "outputs": [str(p) for p in outputs],
     }
+
+
+def write_curves(curves: Mapping[str, Path], path: Path) -> Path:
+    """Every run's validation points in one long CSV (row, seed, run, step, val_loss, val_ppl) for `dvc plots`."""
+    lines = ["row,seed,run,step,val_loss,val_ppl"]
+    for run, csv_path in curves.items():
+        row, seed = run.split("/seed")
+        curve = read_curve(csv_path)
+        for step, loss, ppl in zip(curve["step"], curve.get("val_loss", []), curve.get("val_ppl", [])):
+            if math.isfinite(ppl):
+                lines.append(f"{row},{seed},{row}-s{seed},{int(step)},{loss:.6g},{ppl:.6g}")
+    atomic_write_text(path, "\n".join(lines) + "\n")
+    return path

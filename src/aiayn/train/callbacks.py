@@ -156,9 +156,9 @@ class ValidatedCheckpoint(ModelCheckpoint):
     skips that validation (it assumes it ran): the resumed curve.csv would lack a point the uninterrupted one has.
     """
 
-    def __init__(self, val_every_steps: int, **kwargs: Any) -> None:
+    def __init__(self, val_every_steps: int, first_step: int = 0, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.val_every_steps = val_every_steps
+        self.val_every_steps, self.first_step = val_every_steps, first_step
         self._before_validation = False
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
@@ -169,6 +169,8 @@ class ValidatedCheckpoint(ModelCheckpoint):
             self._before_validation = False
 
     def _save_topk_checkpoint(self, trainer, monitor_candidates) -> None:
+        if trainer.global_step < self.first_step:  # would fall out of the top k before the run ends
+            return
         if self._before_validation:  # Lightning's own deferral: its on_validation_end saves both files
             self._defer_save_until_validation = True
             return

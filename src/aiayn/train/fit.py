@@ -24,7 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 from aiayn import tracking
 from aiayn.data.datamodule import TranslationDataModule
 from aiayn.data.tokenizer import Tokenizer
-from aiayn.io import atomic_write_json, atomic_write_text
+from aiayn.io import atomic_write_json, atomic_write_text, read_json
 from aiayn.train.callbacks import (AtomicCheckpointIO, CurveWriter, RngState, RunIdentity, RunProgress,
                                    ValidatedCheckpoint)
 from aiayn.train.mfu import MFUMonitor
@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 
 # Train settings that change how a run is observed, not what it computes: a resume may differ in these.
 OBSERVATIONAL = {"val_every_steps", "log_every_steps", "ckpt_every_steps", "ckpt_every_minutes", "keep_last",
+                 "snapshot_every_steps",
                  "resume", "num_workers", "max_steps"}
 
 
@@ -133,8 +134,12 @@ def lock_run_dir(run_dir: Path):
     return handle
 
 
-def checkpoint_callback(cfg: DictConfig, ckpt_dir: Path) -> ModelCheckpoint:
-    """Every K steps or every M minutes (the paper: 10 minutes), keeping the last `keep_last` for averaging."""
+def checkpoint_callbacks(cfg: DictConfig, ckpt_dir: Path) -> list[ModelCheckpoint]:
+    """Every K steps or every M minutes (the paper: 10 minutes): the full `last.ckpt` that a run resumes from, and
+    weights-only `step-*.ckpt` snapshots, the last `keep_last` of them kept for averaging (none when 0).
+
+    Snapshots without the optimizer state are a third of the size: the big model averages 20 of them.
+    """
     t = cfg.train
     if t.ckpt_every_steps and t.ckpt_every_minutes:
         raise ValueError("set one of train.ckpt_every_steps and train.ckpt_every_minutes, not both (0 = off)")
@@ -143,10 +148,18 @@ def checkpoint_callback(cfg: DictConfig, ckpt_dir: Path) -> ModelCheckpoint:
         if t.ckpt_every_steps
         else {"train_time_interval": timedelta(minutes=t.ckpt_every_minutes)}
     )
-    return ValidatedCheckpoint(
-        t.val_every_steps, dirpath=ckpt_dir, filename="step-{step:08d}", auto_insert_metric_name=False,
-        monitor="step", mode="max", save_top_k=t.keep_last, save_last=True, **cadence,
-    )
+    callbacks = [ValidatedCheckpoint(t.val_every_steps, dirpath=ckpt_dir, save_top_k=0, save_last=True, **cadence)]
+    if t.keep_last > 0:
+        every = t.snapshot_every_steps or t.ckpt_every_steps
+        snapshot_cadence = {"every_n_train_steps": every} if every else cadence
+        # Snapshots older than the last keep_last would be deleted as soon as written: with a step cadence, skip them.
+        first_step = t.max_steps - (t.keep_last - 1) * every if every else 0
+        callbacks.append(ValidatedCheckpoint(
+            t.val_every_steps, dirpath=ckpt_dir, filename="step-{step:08d}", auto_insert_metric_name=False,
+            monitor="step", mode="max", save_top_k=t.keep_last, save_weights_only=True, first_step=first_step,
+            **snapshot_cadence,
+        ))
+    return callbacks
 
 
 def accumulation(cfg: DictConfig) -> int:
@@ -192,6 +205,10 @@ def _train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
         module.model.compile()  # in place: checkpoint keys stay `model.*`
     ident = fingerprint(cfg, bpe_dir / "spm.model")
     ckpt_path = resume_checkpoint(ckpt_dir, ident, cfg.train.resume)
+    if ckpt_path is not None and (run_dir / "train.json").is_file() and _stored(ckpt_path)[1] >= cfg.train.max_steps:
+        log.info("%s: already trained to step %d; skipping (train.resume=false retrains)", run_dir,
+                 cfg.train.max_steps)
+        return read_json(run_dir / "train.json")
     progress = RunProgress(cfg.train.log_every_steps)
     curve = CurveWriter(run_dir / "curve.csv", cfg.train.log_every_steps)
     accumulate = accumulation(cfg)
@@ -204,7 +221,7 @@ def _train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
         val_check_interval=cfg.train.val_every_steps * accumulate, check_val_every_n_epoch=None,
         log_every_n_steps=cfg.train.log_every_steps, gradient_clip_val=cfg.train.grad_clip or None,
         enable_progress_bar=cfg.trainer.enable_progress_bar, enable_model_summary=False, logger=loggers,
-        callbacks=[checkpoint_callback(cfg, ckpt_dir), progress, curve, RngState(cfg.seed), RunIdentity(ident),
+        callbacks=[*checkpoint_callbacks(cfg, ckpt_dir), progress, curve, RngState(cfg.seed), RunIdentity(ident),
                    MFUMonitor(OmegaConf.to_container(cfg.model), tokenizer.vocab_size, cfg.train.log_every_steps,
                               str(cfg.trainer.precision), cfg.trainer.peak_flops)],
         num_sanity_val_steps=0, default_root_dir=run_dir, plugins=[AtomicCheckpointIO()],
