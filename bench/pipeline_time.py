@@ -25,14 +25,20 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 
 
-def copy_project(dst: Path) -> None:
+def copy_project(dst: Path, **params) -> Path:
+    """The project's files as git sees them (tracked, and untracked but not ignored) copied into `dst`, a fresh git
+    repository, with `params` written over params.yaml: never the developer's own data or runs. The DVC tests use
+    it too (tests/conftest.py)."""
     listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, capture_output=True,
                             text=True, check=True).stdout.splitlines()
     for rel in listed:
         if (REPO / rel).is_file():
             (dst / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(REPO / rel, dst / rel)
+    merged = yaml.safe_load((dst / "params.yaml").read_text()) | params
+    (dst / "params.yaml").write_text(yaml.safe_dump(merged))
     subprocess.run(["git", "init", "-q"], cwd=dst, check=True)
+    return dst
 
 
 def stage_order(repo: Path, env: dict[str, str]) -> list[str]:
@@ -54,10 +60,8 @@ def main() -> None:
                PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     tmp = Path(tempfile.mkdtemp(prefix="aiayn-pipeline-time-"))
     try:
-        copy_project(tmp)
-        params = yaml.safe_load((tmp / "params.yaml").read_text())
-        params.update({k: v for k, v in (("scale", args.scale), ("rows", args.rows), ("seeds", args.seeds)) if v})
-        (tmp / "params.yaml").write_text(yaml.safe_dump(params))
+        given = {k: v for k, v in (("scale", args.scale), ("rows", args.rows), ("seeds", args.seeds)) if v}
+        params = yaml.safe_load((copy_project(tmp, **given) / "params.yaml").read_text())
         print(f"params: scale={params['scale']} data={params['data']} rows={params['rows']} seeds={params['seeds']}")
         seconds: dict[str, float] = {}
         for name in stage_order(tmp, env):

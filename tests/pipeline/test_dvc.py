@@ -30,7 +30,6 @@ def dvc(*args: str, cwd: Path) -> str:
 def repo(tmp_path_factory, copy_project) -> Path:
     """The project's files (as git sees them) in a fresh git + DVC repo, set to the smoke scale and 2 seeds."""
     dst = copy_project(tmp_path_factory.mktemp("repo"), scale="smoke", rows=["base"], seeds=[1, 2])
-    run(["git", "init", "-q"], dst)
     dvc("repro", cwd=dst)
     git_commit(dst, "smoke-scale reproduction")
     return dst

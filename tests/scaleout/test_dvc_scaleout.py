@@ -16,7 +16,6 @@ REPO = Path(__file__).resolve().parents[2]
 def repo(tmp_path_factory, sh, copy_project) -> Path:
     """The project's files (as git sees them) committed in a fresh git repo, at the smoke scale with one seed."""
     dst = copy_project(tmp_path_factory.mktemp("dvc_repo") / "repo", scale="smoke", rows=["base"], seeds=[1])
-    sh(["git", "init", "-q"], dst)
     sh(["git", "config", "user.email", "test@example.com"], dst)
     sh(["git", "config", "user.name", "test"], dst)
     sh(["git", "add", "-A"], dst)
