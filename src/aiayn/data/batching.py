@@ -146,14 +146,13 @@ class Collater:
                     n_src_tokens=int(src_lens.sum()), n_tgt_tokens=int(tgt_lens.sum()), ids=torch.from_numpy(ids))
 
 
-def eval_batches(split_dir: str | Path, tokenizer_path: str | Path, max_tokens: int) -> Iterator[dict]:
-    """The batches of an encoded split in length order, without Lightning (the evaluate stage's dev PPL)."""
+def eval_batches(bpe_dir: str | Path, name: str, tokenizer, max_tokens: int) -> Iterator[dict]:
+    """The batches of `{bpe_dir}/{name}` in length order, encoded with `tokenizer` (`{bpe_dir}/spm.model`), without
+    Lightning: the evaluate stage's dev PPL."""
     from aiayn.data.binary import EncodedSplit
-    from aiayn.data.tokenizer import Tokenizer
 
-    split = EncodedSplit(Path(split_dir))
-    split.check_tokenizer(Path(tokenizer_path))
-    tokenizer = Tokenizer(Path(tokenizer_path))
+    split = EncodedSplit(Path(bpe_dir) / name)
+    split.check_tokenizer(Path(bpe_dir) / "spm.model")
     collate = Collater(split, tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id)
     for ids in TokenBatchSampler(split.src_lens, split.tgt_lens + 1, max_tokens, shuffle=False):
         yield collate(ids)

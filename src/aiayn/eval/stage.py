@@ -46,8 +46,9 @@ def _open_checkpoint(path: Path) -> dict[str, Any]:
                          f"train stage to rewrite it") from err
 
 
-def decode_split(cfg: DictConfig, model, tokenizer, split: str, device) -> tuple[list[str], list[str], float]:
-    """Translate `data/raw/{split}.src`; return hypotheses, references and sentences per second."""
+def decode_split(cfg: DictConfig, model, tokenizer, split: str, device
+                 ) -> tuple[list[str], list[str], float, list[str]]:
+    """Translate `data/raw/{split}.src`; return hypotheses, references, sentences per second and the sources."""
     raw = Path(cfg.paths.raw)
     sources, refs = read_lines(raw / f"{split}.src"), read_lines(raw / f"{split}.tgt")
     start = time.perf_counter()
@@ -56,7 +57,7 @@ def decode_split(cfg: DictConfig, model, tokenizer, split: str, device) -> tuple
         alpha=cfg.decode.length_penalty, max_len_b=cfg.decode.max_len_b, batch_tokens=cfg.decode.batch_tokens,
         device=device,
     )
-    return hyps, refs, len(sources) / max(time.perf_counter() - start, 1e-9)
+    return hyps, refs, len(sources) / max(time.perf_counter() - start, 1e-9), sources
 
 
 def evaluate(cfg: DictConfig) -> dict[str, Any]:
@@ -76,19 +77,18 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
         lines = {}
         splits = (("valid", "dev_"), ("test", "")) if cfg.row.table2 else (("valid", "dev_"),)
         for split, prefix in splits:
-            hyps, refs, speed = decode_split(cfg, model, tokenizer, split, device)
+            hyps, refs, speed, sources = decode_split(cfg, model, tokenizer, split, device)
             lines[split] = len(refs)
             atomic_write_text(eval_dir / f"hyps.{split}.txt", "".join(h + "\n" for h in hyps))
             scores = score_translations(hyps, refs, tgt_lang=cfg.data.tgt_lang,
                                         bootstrap=cfg.decode.bootstrap if split == "test" else 0, seed=cfg.seed)
             result.update({prefix + k: v for k, v in scores.items()})
             result[f"{prefix}sentences_per_s"] = round(speed, 3)
-            sources = read_lines(Path(cfg.paths.raw) / f"{split}.src")
             # The trivial baseline: the source sentence copied unchanged, scored the same way.
             result[f"{prefix}copy_baseline_bleu"] = sacre_bleu(sources, refs)[0]
         _log_samples(wandb_run, sources, refs, hyps, cfg.decode.samples)  # of the last set decoded
         result.update(_set_names(cfg, lines))
-        batches = eval_batches(bpe_dir / "valid", bpe_dir / "spm.model", cfg.train.max_tokens)
+        batches = eval_batches(bpe_dir, "valid", tokenizer, cfg.train.max_tokens)
         result["dev_ppl"] = dev_perplexity(model, _to(batches, device), tokenizer.pad_id)
         atomic_write_json(eval_dir / "eval.json", result)
         tracking.safe_log(wandb_run, {f"test/{k}": v for k, v in result.items() if isinstance(v, (int, float))})
