@@ -1,12 +1,16 @@
-"""params.yaml's lists as the stages read them: seeds for train/evaluate (seeds_from), rows and seeds for aggregate."""
+"""params.yaml's lists as the stages read them: seeds for train/evaluate (seeds_from), rows and seeds for aggregate,
+each row's extra seeds, and the edit `python -m aiayn.seeds` makes."""
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 
 from aiayn.config import read_params_list
 from aiayn.config.cli import expand_seeds_from
+from aiayn.config.params import add_extra_seeds, read_extra_seeds, seeds_per_row, write_seed_lists
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -57,3 +61,46 @@ def test_the_shipped_params_file_runs_every_row_with_three_seeds(repo_root: Path
     shipped = sorted(p.stem for p in (repo_root / "conf" / "row").glob("*.yaml"))
     assert sorted(rows) == shipped and rows[0] == "base"
     assert read_params_list(repo_root / "params.yaml", "seeds", int) == [1, 2, 3]
+    assert read_extra_seeds(repo_root / "params.yaml") == {}
+
+
+def test_seeds_from_with_one_row_adds_that_rows_extra_seeds(tmp_path: Path) -> None:
+    params = write(tmp_path, "rows: [base, A1]\nseeds: [1, 2, 3]\nextra_seeds: {A1: [4, 5, 2], base: [4, 5]}\n")
+    assert expand_seeds_from(["row=A1", f"seeds_from={params}"]) == ["--multirun", "row=A1", "seed=1,2,3,4,5"]
+    assert expand_seeds_from(["row=C1", f"seeds_from={params}"])[-1] == "seed=1,2,3"  # no extra seeds
+    assert expand_seeds_from([f"seeds_from={params}"])[-1] == "seed=1,2,3"  # no row: the common seeds
+    assert seeds_per_row(params) == {"base": [1, 2, 3, 4, 5], "A1": [1, 2, 3, 4, 5]}
+
+
+@pytest.mark.parametrize("text, message", [
+    ("extra_seeds: [1]\n", "'extra_seeds' must map rows to lists of seeds"),
+    ("extra_seeds: {A1: 3}\n", "'extra_seeds.A1' must be a list, got 3"),
+    ("extra_seeds: {A1: [4, x]}\n", r"extra_seeds.A1\[1\] = 'x' is not a int"),
+])
+def test_bad_extra_seeds_name_the_file_and_the_row(tmp_path: Path, text: str, message: str) -> None:
+    params = write(tmp_path, "rows: [A1]\nseeds: [1]\n" + text)
+    with pytest.raises(ValueError, match=message):
+        seeds_per_row(params)
+
+
+def test_seed_lists_one_file_a_row_that_seeds_from_reads(tmp_path: Path) -> None:
+    params = write(tmp_path, "rows: [base, A1]\nseeds: [1, 2]\nextra_seeds: {A1: [3], gone: [9]}\n")
+    assert write_seed_lists(params, tmp_path / "seeds") == {"base": [1, 2], "A1": [1, 2, 3]}
+    assert sorted(p.name for p in (tmp_path / "seeds").iterdir()) == ["A1.yaml", "base.yaml"]
+    assert expand_seeds_from(["row=A1", f"seeds_from={tmp_path}/seeds/A1.yaml"])[-1] == "seed=1,2,3"
+
+
+def test_adding_extra_seeds_to_the_shipped_params_keeps_every_comment(repo_root: Path, tmp_path: Path) -> None:
+    params = shutil.copy(repo_root / "params.yaml", tmp_path / "params.yaml")
+    before = Path(params).read_text()
+    assert add_extra_seeds(params, {"base": [4, 5], "A1": [4, 5]}) == {"base": [4, 5], "A1": [4, 5]}
+    assert add_extra_seeds(params, {"A1": [5, 6], "base": [6]}) == {"base": [4, 5, 6], "A1": [4, 5, 6]}
+    after = Path(params).read_text()
+    kept = [line for line in before.splitlines() if not line.startswith("extra_seeds:")]
+    assert after.splitlines()[:len(kept)] == kept  # every line above, comments and layout, unchanged
+    assert "extra_seeds:" in after and "# row -> seeds besides" in after
+    assert "  base: [4, 5, 6]\n  A1: [4, 5, 6]\n" in after  # one line a row
+    old, new = yaml.safe_load(before), yaml.safe_load(after)
+    assert new == {**old, "extra_seeds": {"base": [4, 5, 6], "A1": [4, 5, 6]}}
+    assert seeds_per_row(params)["A1"] == [1, 2, 3, 4, 5, 6] and seeds_per_row(params)["C1"] == [1, 2, 3]
+    assert not list(tmp_path.glob(".params.yaml.*"))  # the atomic write left no temporary file

@@ -7,12 +7,15 @@ import json
 import pytest
 
 from aiayn.report import aggregate, collect_runs
+from aiayn.report.significance import seeds_needed
+from aiayn.report.stage import metrics
 from aiayn.report.table2 import build_table2
 from aiayn.report.table3 import build_table3, sign_agreement
 
 T3_REQUIRED = ["row", "n_seeds", "bleu_mean", "bleu_ci95_low", "bleu_ci95_high", "ppl_mean", "ppl_ci95_low",
-               "ppl_ci95_high", "params_m", "paper_bleu", "paper_ppl", "paper_params_m", "delta_bleu",
-               "delta_bleu_p_seeds", "delta_bleu_p_bootstrap", "sign_matches_paper"]
+               "ppl_ci95_high", "params_m", "paper_bleu", "paper_ppl", "paper_params_m", "delta_bleu", "delta_bleu_sd",
+               "delta_bleu_p_seeds", "delta_bleu_p_sign_flip", "delta_bleu_p_holm", "verdict", "seeds_needed",
+               "sign_matches_paper"]
 
 
 def test_sign_agreement():
@@ -32,22 +35,39 @@ def test_collect_reports_missing_and_failed_runs(fabricated, tmp_path):
 
 def test_table3_rows(fabricated):
     recs = collect_runs(fabricated["runs"], fabricated["rows"], fabricated["seeds"])
-    rows = {r["row"]: r for r in build_table3(recs, fabricated["refs"]["valid"], bootstrap_samples=200)}
+    rows = {r["row"]: r for r in build_table3(recs)}
     base, a1, a3, c5, d1, custom = (rows[k] for k in ("base", "A1", "A3", "C5", "D1", "custom"))
     assert base["n_seeds"] == 3 and base["bleu_mean"] == pytest.approx(30.1667, abs=1e-4)
     assert base["bleu_ci95_low"] < 29.5 and base["bleu_ci95_high"] > 31.0
-    assert base["delta_bleu"] is None and base["sign_matches_paper"] is None
+    assert base["delta_bleu"] is None and base["sign_matches_paper"] is None and base["verdict"] == "—"
     assert a1["delta_bleu"] == pytest.approx(-1.8) and a1["paper_delta_bleu"] == pytest.approx(-0.9)
     assert a1["sign_matches_paper"] == "yes" and a1["delta_bleu_p_seeds"] < 0.01
-    assert a1["delta_bleu_p_bootstrap"] < 0.01 and a1["bootstrap_seeds"] == 3
-    assert c5["sign_matches_paper"] == "no" and c5["paper_params_m"] == 168
-    assert a3["paper_delta_bleu"] == 0 and a3["sign_matches_paper"] is None
-    assert a3["delta_bleu_p_bootstrap"] == 1.0  # identical hypotheses to base
-    assert d1["n_seeds"] == 1 and d1["bleu_mean"] == 28.0
+    assert a1["delta_bleu_sd"] == pytest.approx(0.1) and a1["delta_bleu_p_sign_flip"] == 0.25  # 3 seeds, one sign
+    # Holm over the 3 rows with a p (A1, C5, custom: A3 has no spread, D1 one seed): custom's constant shift
+    # (p 0) first, then A1 times 2, then C5 times 1.
+    assert a1["delta_bleu_p_holm"] == pytest.approx(2 * a1["delta_bleu_p_seeds"]) and a1["verdict"] == "reproduced"
+    assert a1["seeds_needed"] == seeds_needed(-0.9, 0.1, 0.05 / 3) == 3
+    assert c5["sign_matches_paper"] == "no" and c5["paper_params_m"] == 168 and c5["verdict"] == "contradicted"
+    assert c5["delta_bleu_p_holm"] == pytest.approx(c5["delta_bleu_p_seeds"])
+    assert a3["paper_delta_bleu"] == 0 and a3["sign_matches_paper"] is None and a3["verdict"] == "—"
+    assert a3["delta_bleu_p_seeds"] is None and a3["delta_bleu_p_holm"] is None and a3["seeds_needed"] is None
+    assert d1["n_seeds"] == 1 and d1["bleu_mean"] == 28.0 and d1["verdict"] == "unresolved"
     assert d1["bleu_ci95_low"] is None and d1["delta_bleu_p_seeds"] is None and d1["delta_bleu"] == -2.0
+    assert d1["delta_bleu_sd"] is None and d1["seeds_needed"] is None  # one seed: no spread to plan with
     assert "seed2" in d1["failed_runs"] and "seed3" in d1["failed_runs"]
-    assert custom["paper_bleu"] is None and custom["sign_matches_paper"] is None
+    assert custom["paper_bleu"] is None and custom["sign_matches_paper"] is None and custom["verdict"] == "—"
+    assert custom["delta_bleu_p_holm"] == 0.0 and custom["seeds_needed"] is None
     assert custom["params_m"] == pytest.approx(0.123456)
+    assert metrics(list(rows.values()))["A1"]["verdict"] == "reproduced"
+    assert "delta_bleu_p_holm" in metrics(list(rows.values()))["A1"]
+
+
+def test_table3_pairs_rows_with_their_own_seeds(fabricated):
+    """A row given more seeds than another is compared with base on the seeds both have."""
+    recs = collect_runs(fabricated["runs"], ["base", "A1", "C5"], {"base": [1, 2, 3], "A1": [1, 2, 3], "C5": [2, 3]})
+    rows = {r["row"]: r for r in build_table3(recs)}
+    assert rows["A1"]["delta_bleu_n_pairs"] == 3 and rows["C5"]["delta_bleu_n_pairs"] == 2
+    assert rows["C5"]["seeds"] == "2 3" and rows["C5"]["delta_bleu"] == pytest.approx(-1.5)
 
 
 def test_table2_rows(fabricated):
@@ -66,7 +86,7 @@ def test_table2_rows(fabricated):
 def test_aggregate_writes_every_output(fabricated):
     out = fabricated["out"]
     summary = aggregate(fabricated["runs"], fabricated["rows"] + ["big"], fabricated["seeds"], fabricated["refs"],
-                        out, bootstrap_samples=100)
+                        out)
     names = sorted(p.name for p in out.iterdir())
     assert names == ["bleu_by_row.png", "curves.csv", "learning_curves.png", "table2.csv", "table2.md",
                      "table2.tex", "table3.csv", "table3.md", "table3.tex"]
@@ -81,6 +101,9 @@ def test_aggregate_writes_every_output(fabricated):
     assert next(r for r in table if r["row"] == "big")["n_seeds"] == "0"
     md = (out / "table3.md").read_text()
     assert "| D1 | 1 | 28.00 |" in md and "tiny" in md and "not comparable" in md
+    assert "| p (t) | p (sign-flip) | p (Holm) | verdict | seeds needed |" in md and "bootstrap" not in md
+    assert "over the 3 rows compared with base" in md and "α = 0.05/3" in md
+    assert "| -1.80 ± 0.25 | 0.001 | 0.250 | 0.002 | reproduced | 3 | 24.9 | -0.9 |" in md  # A1
     tex = (out / "table3.tex").read_text()
     assert r"\toprule" in tex and r"\bottomrule" in tex and r"$\pm$" in tex
     assert "3.3e+18" in (out / "table2.md").read_text()

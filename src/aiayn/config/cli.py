@@ -8,7 +8,7 @@ import hydra
 from omegaconf import DictConfig
 
 from aiayn.config.compose import CONF_DIR, register_configs
-from aiayn.config.params import read_params_list
+from aiayn.config.params import read_params_list, seeds_per_row
 from aiayn.tracking import SECRET_KEY
 
 SEEDS_FROM = "seeds_from="
@@ -23,19 +23,31 @@ def refuse_secret_overrides(argv: list[str]) -> None:
                      f"(WANDB_API_KEY) or `wandb login`, never on the command line, which Hydra saves with the run")
 
 
-def expand_seeds_from(argv: list[str]) -> list[str]:
-    """`seeds_from=FILE` stands for a multirun over FILE's `seeds` list: `--multirun seed=1,2,3`.
+def _override(argv: list[str], key: str) -> str | None:
+    """The value of `key=...` on a Hydra command line (with or without +/~), or None."""
+    values = [arg.split("=", 1)[1] for arg in argv if "=" in arg and arg.split("=", 1)[0].lstrip("+~") == key]
+    return values[-1] if values else None
 
-    DVC cannot put a list into a stage's command, so dvc.yaml passes `seeds_from=params.yaml` and the seeds keep one
-    home. Each seed is then a job of the Hydra launcher in use: in turn in this process (basic), in parallel
-    processes (hydra/launcher=parallel) or as SLURM jobs (hydra/launcher=slurm).
+
+def expand_seeds_from(argv: list[str]) -> list[str]:
+    """`seeds_from=FILE` stands for a multirun over FILE's `seeds` list: `--multirun seed=1,2,3`; with one `row=X`
+    on the command line, FILE's `extra_seeds.X` follow (what `python -m aiayn.seeds` added for that row).
+
+    DVC cannot put a list into a stage's command, so dvc.yaml passes `seeds_from=seeds/{row}.yaml` (the seeds stage
+    writes one per row from params.yaml) and the seeds keep one home. Each seed is then a job of the Hydra launcher
+    in use: in turn in this process (basic), in parallel processes (hydra/launcher=parallel) or as SLURM jobs
+    (hydra/launcher=slurm).
     """
     given = [arg for arg in argv if arg.startswith(SEEDS_FROM)]
     if not given:
         return list(argv)
-    if len(given) > 1 or any(arg.split("=", 1)[0].lstrip("+~") == "seed" for arg in argv):
+    if len(given) > 1 or _override(argv, "seed") is not None:
         sys.exit("error: give either seed=... or one seeds_from=FILE, not both")
-    seeds = dict.fromkeys(read_params_list(given[0][len(SEEDS_FROM):], "seeds", int))
+    path, row = given[0][len(SEEDS_FROM):], _override(argv, "row")
+    if row is not None and "," not in row:
+        seeds = seeds_per_row(path, [row])[row]
+    else:
+        seeds = list(dict.fromkeys(read_params_list(path, "seeds", int)))
     out = [f"seed={','.join(map(str, seeds))}" if arg == given[0] else arg for arg in argv]
     return out if {"-m", "--multirun"} & set(out) else ["--multirun", *out]
 

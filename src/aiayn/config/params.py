@@ -1,26 +1,34 @@
-"""The DVC pipeline's lists in params.yaml (rows, seeds), read by the stages that run or tabulate them."""
+"""The DVC pipeline's lists in params.yaml: rows, seeds and each row's extra seeds, read by the stages that run or
+tabulate them and edited (comments kept) by `python -m aiayn.seeds`."""
 from __future__ import annotations
 
+import io
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import Any, Callable, TypeVar
 
 import yaml
 
+from aiayn.io import atomic_write_text
+
 T = TypeVar("T")
+EXTRA_SEEDS = "extra_seeds"  # row -> seeds it runs besides `seeds` (and base runs them too: differences are paired)
 
 
-def read_params_list(path: str | Path, key: str, kind: Callable[[object], T]) -> list[T]:
-    """`key` of a params file as a non-empty list of `kind`; errors name the file, the key and the bad item."""
-    path = Path(path)
+def _load(path: Path, key: str) -> dict[str, Any]:
     if not path.is_file():
         raise FileNotFoundError(f"{path} not found (needed for its '{key}' list)")
     try:
         params = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as err:
         raise ValueError(f"{path}: not valid YAML ({err})") from err
-    values = params.get(key) if isinstance(params, dict) else None
-    if not isinstance(values, list) or not values:
-        raise ValueError(f"{path}: key '{key}' must be a non-empty list, got {values!r}")
+    return params if isinstance(params, dict) else {}
+
+
+def _items(path: Path, key: str, values: Any, kind: Callable[[object], T]) -> list[T]:
+    """`values` as a list of `kind`; errors name the file, the key and the bad item."""
+    if not isinstance(values, list):
+        raise ValueError(f"{path}: key '{key}' must be a list, got {values!r}")
     out = []
     for i, value in enumerate(values):
         if isinstance(value, bool) or isinstance(value, (dict, list)) or value is None:
@@ -30,3 +38,65 @@ def read_params_list(path: str | Path, key: str, kind: Callable[[object], T]) ->
         except (TypeError, ValueError) as err:
             raise ValueError(f"{path}: {key}[{i}] = {value!r} is not a {kind.__name__}") from err
     return out
+
+
+def read_params_list(path: str | Path, key: str, kind: Callable[[object], T]) -> list[T]:
+    """`key` of a params file as a non-empty list of `kind`; errors name the file, the key and the bad item."""
+    path = Path(path)
+    values = _load(path, key).get(key)
+    if not isinstance(values, list) or not values:
+        raise ValueError(f"{path}: key '{key}' must be a non-empty list, got {values!r}")
+    return _items(path, key, values, kind)
+
+
+def read_extra_seeds(path: str | Path) -> dict[str, list[int]]:
+    """`extra_seeds` of a params file as row -> list of seeds; absent or empty is {}."""
+    path = Path(path)
+    extra = _load(path, EXTRA_SEEDS).get(EXTRA_SEEDS) or {}
+    if not isinstance(extra, dict):
+        raise ValueError(f"{path}: key '{EXTRA_SEEDS}' must map rows to lists of seeds, got {extra!r}")
+    return {str(row): _items(path, f"{EXTRA_SEEDS}.{row}", seeds or [], int) for row, seeds in extra.items()}
+
+
+def seeds_per_row(path: str | Path, rows: Iterable[str] | None = None) -> dict[str, list[int]]:
+    """Each row's seeds (the file's `rows` unless given): `seeds`, then its `extra_seeds`, each seed once."""
+    rows = read_params_list(path, "rows", str) if rows is None else list(rows)
+    seeds, extra = read_params_list(path, "seeds", int), read_extra_seeds(path)
+    return {row: list(dict.fromkeys([*seeds, *extra.get(row, [])])) for row in rows}
+
+
+def add_extra_seeds(path: str | Path, additions: Mapping[str, Iterable[int]]) -> dict[str, list[int]]:
+    """Append seeds to rows' `extra_seeds` in the params file, keeping its comments and layout (ruamel's round
+    trip), written atomically; returns the new `extra_seeds`. Seeds a row already has are not added twice."""
+    from ruamel.yaml import YAML
+    from ruamel.yaml.comments import CommentedMap, CommentedSeq
+
+    path = Path(path)
+    read_extra_seeds(path)  # refuse a malformed file before editing it
+    rt = YAML()
+    rt.indent(mapping=2, sequence=4, offset=2)  # the shipped file's "  - base" lists
+    rt.width = 4096  # never rewrap a comment
+    data = rt.load(path.read_text(encoding="utf-8"))
+    if not isinstance(data.get(EXTRA_SEEDS), dict):
+        data[EXTRA_SEEDS] = CommentedMap()
+    extra = data[EXTRA_SEEDS]
+    for row, seeds in additions.items():
+        current = [int(s) for s in extra.get(row) or []]
+        merged = CommentedSeq(dict.fromkeys([*current, *map(int, seeds)]))
+        merged.fa.set_flow_style()  # "A1: [4, 5]", one line a row
+        extra[row] = merged
+    buf = io.StringIO()
+    rt.dump(data, buf)
+    atomic_write_text(path, buf.getvalue())
+    return read_extra_seeds(path)
+
+
+def write_seed_lists(params_file: str | Path, out_dir: str | Path) -> dict[str, list[int]]:
+    """One `{row}.yaml` holding `seeds: [...]` per row of the params file: what train@{row} and evaluate@{row} run
+    (seeds_from) and track, so a row's stages rerun only when its own seeds change."""
+    per_row = seeds_per_row(params_file)
+    for row, seeds in per_row.items():
+        atomic_write_text(Path(out_dir) / f"{row}.yaml",
+                          f"# {row}'s seeds: seeds + {EXTRA_SEEDS}.{row} of {Path(params_file).name} "
+                          f"(written by pipeline/seeds.py)\nseeds: [{', '.join(map(str, seeds))}]\n")
+    return per_row

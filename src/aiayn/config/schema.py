@@ -183,7 +183,6 @@ class AggregateConfig:
     seeds: Optional[List[int]] = None
     params_file: str = "params.yaml"
     sustained_flops_per_device: float = 9.5e12  # the paper's P100 figure (footnote of Table 2)
-    bootstrap: int = 1000
 
 
 @dataclass

@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -106,11 +106,22 @@ def read_run(runs_dir: Path, row: str, seed: int, evals_dir: Path | None = None)
     return record
 
 
-def collect_runs(runs_dir: Path, rows: Iterable[str], seeds: Iterable[int],
+Seeds = Iterable[int] | Mapping[str, Iterable[int]]  # one list for every row, or each row's own
+
+
+def seeds_by_row(rows: Iterable[str], seeds: Seeds) -> dict[str, list[int]]:
+    """Each row's seeds: the one list for every row, or the row's entry of a mapping (none when it has none)."""
+    if isinstance(seeds, Mapping):
+        return {row: list(seeds.get(row, ())) for row in rows}
+    seeds = list(seeds)
+    return {row: seeds for row in rows}
+
+
+def collect_runs(runs_dir: Path, rows: Iterable[str], seeds: Seeds,
                  evals_dir: Path | None = None) -> list[RunRecord]:
     """Every (row, seed) in the given order, including missing and failed runs with their reasons."""
-    seeds = list(seeds)
-    return [read_run(Path(runs_dir), row, seed, evals_dir) for row in rows for seed in seeds]
+    return [read_run(Path(runs_dir), row, seed, evals_dir)
+            for row, row_seeds in seeds_by_row(rows, seeds).items() for seed in row_seeds]
 
 
 def read_curve(path: Path) -> dict[str, list[float]]:

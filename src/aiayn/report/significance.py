@@ -1,96 +1,93 @@
-"""Paired bootstrap resampling (Koehn 2004) of corpus BLEU against the base row, via sacreBLEU's PairedTest."""
+"""Significance with the training run as the unit: an exact sign-flip test over seeds, Holm's correction over the
+rows of a table, the seeds a paired t-test needs to resolve a difference, and each row's verdict."""
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from pathlib import Path
+import math
+from collections.abc import Sequence
 
-from sacrebleu.metrics import BLEU
-from sacrebleu.significance import PairedTest
+import numpy as np
+from scipy import stats
 
-from aiayn.io import read_lines
+ALPHA = 0.05  # family-wise error rate of a table's verdicts
+POWER = 0.8  # the power `seeds_needed` asks for
+EXACT_SIGN_FLIPS = 16  # up to 2^16 sign patterns are enumerated; more seeds draw MONTE_CARLO_FLIPS of them
+MONTE_CARLO_FLIPS = 100_000
+NO_DIFFERENCE = "—"  # the verdict where the paper shows no difference to reproduce
+VERDICTS = ("reproduced", "contradicted", "unresolved", NO_DIFFERENCE)
 
 
-def paired_bootstrap_ps(
-    base_hyps: Sequence[str], systems: Mapping[str, Sequence[str]], refs: Sequence[str], n_samples: int = 1000
-) -> dict[str, float]:
-    """p-value per system that it differs from base in sacreBLEU on these sentences (sacreBLEU's paired bootstrap).
+def sign_flip_p(diffs: Sequence[float]) -> float | None:
+    """Two-sided exact permutation p of paired differences (row minus base, one per seed).
 
-    One PairedTest for all systems, so the base's statistics are extracted once. Resampling is seeded by
-    sacreBLEU (SACREBLEU_SEED, default 12345) and every system sees the same resamples: reproducible.
+    With no effect each seed's difference is as likely negative as positive, so p is the share of the 2^n sign
+    patterns whose |mean| reaches the observed one: no normality assumed, and n seeds can give no p below 2/2^n
+    (0.25 with 3 seeds). None without differences.
     """
-    for name, hyps in systems.items():
-        if not len(base_hyps) == len(hyps) == len(refs):
-            raise ValueError(f"paired bootstrap needs equal lengths: base {len(base_hyps)}, {name} {len(hyps)}, "
-                             f"refs {len(refs)}")
-    if not refs:
-        raise ValueError("paired bootstrap needs at least one sentence")
-    # sacreBLEU counts resampled differences strictly greater than the observed one, which gives the minimum
-    # p = 1/(n+1) when a system scores exactly what base scores (identical output, or both BLEU 0 on different
-    # output); no difference at all is p = 1 exactly.
-    p_values = {name: 1.0 for name, hyps in systems.items() if list(hyps) == list(base_hyps)}
-    tested = [(name, list(hyps)) for name, hyps in systems.items() if name not in p_values]
-    if tested:
-        test = PairedTest([("base", list(base_hyps)), *tested], {"BLEU": BLEU(references=[list(refs)])},
-                          references=None, test_type="bs", n_samples=n_samples)
-        _, scores = test()
-        base_score = scores["BLEU"][0].score
-        p_values.update({name: 1.0 if r.score == base_score else float(r.p_value)
-                         for (name, _), r in zip(tested, scores["BLEU"][1:])})
-    return {name: p_values[name] for name in systems}
+    d = np.asarray([float(x) for x in diffs], dtype=float)
+    n = d.size
+    if n == 0:
+        return None
+    if n <= EXACT_SIGN_FLIPS:
+        signs = 1 - 2 * ((np.arange(2**n)[:, None] >> np.arange(n)) & 1)  # (2^n, n), every pattern once
+    else:
+        signs = np.random.default_rng(0).choice((-1, 1), size=(MONTE_CARLO_FLIPS, n))
+    observed = abs(d.sum())
+    # A relative tolerance, so float noise in sums that are equal in exact arithmetic counts as reaching.
+    reached = int((np.abs(signs @ d) >= observed - 1e-9 * np.abs(d).sum()).sum())
+    if n <= EXACT_SIGN_FLIPS:
+        return reached / len(signs)
+    return (reached + 1) / (len(signs) + 1)  # the observed pattern counted once more: never 0 from sampling
 
 
-def paired_bootstrap_p(
-    base_hyps: Sequence[str], sys_hyps: Sequence[str], refs: Sequence[str], n_samples: int = 1000
-) -> float:
-    """paired_bootstrap_ps for a single system."""
-    return paired_bootstrap_ps(base_hyps, {"system": sys_hyps}, refs, n_samples)["system"]
+def holm(p_values: Sequence[float | None]) -> list[float | None]:
+    """Holm's step-down adjusted p over the given tests: the i-th smallest of m is multiplied by m - i + 1, then
+    made non-decreasing and capped at 1. None stays None and is not counted as a test.
 
-
-@dataclass(frozen=True)
-class Bootstrap:
-    """A row's bootstrap p against base over `n_seeds` paired seeds; p None with a `note` saying why."""
-
-    p_value: float | None
-    n_seeds: int
-    note: str = ""
-
-
-def _checked_lines(path: Path, n_refs: int, ref_file: Path) -> list[str]:
-    hyps = read_lines(path)
-    if len(hyps) != n_refs:
-        raise ValueError(f"{path}: {len(hyps)} lines but the references {ref_file} have {n_refs}")
-    return hyps
-
-
-def seed_paired_bootstrap(
-    base_files: Mapping[int, Path], sys_files: Mapping[str, Mapping[int, Path]], ref_file: Path,
-    n_samples: int = 1000,
-) -> dict[str, Bootstrap]:
-    """Paired bootstrap per system over the seed-concatenated corpora: base seed s is paired with row seed s.
-
-    Each common seed contributes one copy of the reference set, so one test covers every seed. A hypothesis
-    file of the wrong length leaves out that seed (base) or that system, with a note, never the whole table.
+    Written here rather than taken from statsmodels' multipletests, which the tests check it against: that calls
+    gc.collect() on every call (15-30 ms), too slow for the tests' thousands of simulated tables.
     """
-    refs = read_lines(ref_file)
-    base, notes = {}, {name: "" for name in sys_files}
-    for seed, path in base_files.items():
-        try:
-            base[seed] = _checked_lines(path, len(refs), ref_file)
-        except ValueError as err:
-            notes = {name: f"bootstrap without base seed{seed}: {err}" for name in sys_files}
-    groups: dict[tuple[int, ...], dict[str, list[str]]] = {}
-    for name, files in sys_files.items():
-        seeds = tuple(sorted(set(base) & set(files)))
-        try:
-            groups.setdefault(seeds, {})[name] = [h for s in seeds for h in _checked_lines(files[s], len(refs),
-                                                                                            ref_file)]
-        except ValueError as err:
-            notes[name] = f"bootstrap skipped: {err}"
-    results = {name: Bootstrap(None, 0, note) for name, note in notes.items()}
-    for seeds, systems in groups.items():
-        if seeds and systems:
-            base_all = [h for s in seeds for h in base[s]]
-            for name, p in paired_bootstrap_ps(base_all, systems, refs * len(seeds), n_samples).items():
-                results[name] = Bootstrap(p, len(seeds), notes[name])
-    return results
+    tested = [i for i, p in enumerate(p_values) if p is not None]
+    p = np.asarray([p_values[i] for i in tested], dtype=float)
+    order = np.argsort(p, kind="stable")
+    stepped = np.minimum(1.0, np.maximum.accumulate((len(p) - np.arange(len(p))) * p[order]))
+    out: list[float | None] = [None] * len(p_values)
+    for i, adjusted in zip(np.asarray(tested)[order], stepped):
+        out[int(i)] = float(adjusted)
+    return out
+
+
+def paired_t_power(n: int, effect: float, alpha: float = ALPHA) -> float:
+    """Power of a two-sided paired t-test over n seeds at standardized effect |Δ|/SD (noncentral t, df = n - 1)."""
+    df, nc = n - 1, effect * math.sqrt(n)
+    crit = stats.t.ppf(1 - alpha / 2, df)
+    # The lower tail P(T < -crit) as P(T' > crit) at -nc: scipy's nct.cdf turns NaN far out in that tail.
+    return float(stats.nct.sf(crit, df, nc) + stats.nct.sf(crit, df, -nc))
+
+
+def seeds_needed(delta: float | None, sd: float | None, alpha: float = ALPHA, power: float = POWER) -> int | None:
+    """The fewest seeds (at least 2) at which a two-sided paired t-test at `alpha` detects a true difference
+    `delta` with probability `power`, when the paired differences spread with standard deviation `sd`.
+
+    None when there is nothing to detect (delta None or 0) or no spread to plan with (sd None or 0). Power grows
+    with n, so the answer is found by doubling then bisecting: exact, where solve_power's root finder is not.
+    """
+    if delta is None or sd is None or delta == 0 or not sd > 0:
+        return None
+    effect = abs(delta) / sd
+    low, high = 1, 2  # power(low) < power <= power(high) once the loop ends; n = 1 has no test at all
+    while paired_t_power(high, effect, alpha) < power:
+        low, high = high, high * 2
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (mid, high) if paired_t_power(mid, effect, alpha) < power else (low, mid)
+    return high
+
+
+def verdict(paper_delta: float | None, ours: float | None, p_adjusted: float | None, alpha: float = ALPHA) -> str:
+    """`reproduced` / `contradicted` when our difference is resolved (adjusted p < alpha) with the paper's / the
+    opposite sign; `unresolved` otherwise; NO_DIFFERENCE where the paper has no difference (0 or no number)."""
+    if paper_delta is None or paper_delta == 0:
+        return NO_DIFFERENCE
+    if ours is None or ours == 0 or p_adjusted is None or not p_adjusted < alpha:
+        return "unresolved"
+    return "reproduced" if (ours > 0) == (paper_delta > 0) else "contradicted"

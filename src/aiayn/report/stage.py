@@ -9,23 +9,31 @@ from typing import Any
 from omegaconf import DictConfig
 
 from aiayn import tracking
-from aiayn.config.params import read_params_list
+from aiayn.config.params import read_params_list, seeds_per_row
 from aiayn.io import atomic_write_json
 from aiayn.report import aggregate as build_tables
 
 log = logging.getLogger(__name__)
 
 
-def rows_and_seeds(cfg: DictConfig) -> tuple[list[str], list[int]]:
-    """The rows and seeds to tabulate: from the config when given, else from params.yaml (DVC's lists)."""
+def rows_and_seeds(cfg: DictConfig) -> tuple[list[str], dict[str, list[int]]]:
+    """The rows and each row's seeds to tabulate: from the config when given (the same seeds for every row), else
+    from params.yaml (DVC's lists: `seeds` plus the row's `extra_seeds`)."""
     a = cfg.aggregate
     if a.rows is not None and a.seeds is not None:
-        return list(a.rows), list(a.seeds)
+        return list(a.rows), {row: list(a.seeds) for row in a.rows}
     if not Path(a.params_file).exists():
         raise FileNotFoundError(f"{a.params_file} not found: pass aggregate.rows=[...] and aggregate.seeds=[...]")
     rows = list(a.rows) if a.rows is not None else read_params_list(a.params_file, "rows", str)
-    seeds = list(a.seeds) if a.seeds is not None else read_params_list(a.params_file, "seeds", int)
-    return rows, seeds
+    if a.seeds is not None:
+        return rows, {row: list(a.seeds) for row in rows}
+    return rows, seeds_per_row(a.params_file, rows)
+
+
+def metrics(table3: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Table 3 keyed by row for `dvc metrics show`: its numbers, and the verdict."""
+    return {r["row"]: {k: v for k, v in r.items() if v is not None and (k == "verdict" or isinstance(v, (int, float)))}
+            for r in table3}
 
 
 def aggregate(cfg: DictConfig) -> dict[str, Any]:
@@ -35,12 +43,9 @@ def aggregate(cfg: DictConfig) -> dict[str, Any]:
         runs_dir=Path(cfg.paths.runs), evals_dir=Path(cfg.paths.evals), rows=rows, seeds=seeds,
         refs={"valid": raw / "valid.tgt", "test": raw / "test.tgt"}, out_dir=Path(cfg.paths.results),
         sustained_flops_per_device=cfg.aggregate.sustained_flops_per_device,
-        bootstrap_samples=cfg.aggregate.bootstrap,
     )
     # `dvc metrics show` reads JSON, not CSV: the per-row numbers of Table 3 again, keyed by row.
-    atomic_write_json(Path(cfg.paths.results) / "metrics.json",
-                      {r["row"]: {k: v for k, v in r.items() if isinstance(v, (int, float)) and v is not None}
-                       for r in summary["table3"]})
+    atomic_write_json(Path(cfg.paths.results) / "metrics.json", metrics(summary["table3"]))
     _log(cfg, summary, Path(cfg.paths.results))
     return summary
 

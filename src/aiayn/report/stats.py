@@ -26,13 +26,16 @@ class CI:
 
 @dataclass(frozen=True)
 class PairedResult:
-    """Mean of (a - b) over paired seeds, its confidence interval and the two-sided paired t-test p-value."""
+    """Mean of (a - b) over paired seeds, its confidence interval and the two-sided paired t-test p-value; the
+    differences themselves (in seed order) and their standard deviation (None below two pairs)."""
 
     mean_diff: float | None
     low: float | None
     high: float | None
     p_value: float | None
     n: int
+    sd: float | None = None
+    diffs: tuple[float, ...] = ()
 
 
 def _finite(x: float) -> float | None:
@@ -71,14 +74,14 @@ def paired_test(a: Mapping[int, float], b: Mapping[int, float], level: float = 0
         return PairedResult(None, None, None, None, 0)
     xa = np.asarray([float(a[s]) for s in seeds])
     xb = np.asarray([float(b[s]) for s in seeds])
-    mean_diff = float((xa - xb).mean())
-    if n < 2:
-        return PairedResult(mean_diff, None, None, None, n)
     diff = xa - xb
-    diff_ci = mean_ci(diff, level)
+    mean_diff, diffs = float(diff.mean()), tuple(float(d) for d in diff)
+    if n < 2:
+        return PairedResult(mean_diff, None, None, None, n, diffs=diffs)
+    diff_ci, sd = mean_ci(diff, level), float(diff.std(ddof=1))
     if np.ptp(diff) == 0.0:
         # Zero spread: t is 0/0 (no difference: undefined, None) or infinite (a constant shift: p = 0);
         # answered here because scipy warns about the lost precision before giving the same answers.
-        return PairedResult(mean_diff, diff_ci.low, diff_ci.high, None if mean_diff == 0.0 else 0.0, n)
+        return PairedResult(mean_diff, diff_ci.low, diff_ci.high, None if mean_diff == 0.0 else 0.0, n, 0.0, diffs)
     result = stats.ttest_rel(xa, xb)
-    return PairedResult(mean_diff, diff_ci.low, diff_ci.high, _finite(result.pvalue), n)
+    return PairedResult(mean_diff, diff_ci.low, diff_ci.high, _finite(result.pvalue), n, sd, diffs)

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from aiayn.io import atomic_write_text, read_lines
-from aiayn.report.collect import RunRecord, collect_runs, read_curve
+from aiayn.report.collect import RunRecord, Seeds, collect_runs, read_curve, seeds_by_row
 from aiayn.report.plots import plot_bleu_by_row, plot_learning_curves
 from aiayn.report.table2 import P100_SUSTAINED_FLOPS, build_table2, write_table2
 from aiayn.report.table3 import build_table3, write_table3
@@ -46,25 +46,35 @@ def sentence_lengths(refs: Mapping[str, Path]) -> tuple[float, float]:
     return (src or tgt, tgt)
 
 
+def describe_seeds(seeds: Mapping[str, Sequence[int]]) -> str:
+    """"1 2 3" when every row has the same seeds, else the seeds most rows have and each other row's."""
+    lists = [tuple(s) for s in seeds.values()]
+    if not lists:
+        return ""
+    common = max(set(lists), key=lists.count)
+    others = [f"{row}: {' '.join(map(str, s))}" for row, s in seeds.items() if tuple(s) != common]
+    return " ".join(map(str, common)) + (f" (but {'; '.join(others)})" if others else "")
+
+
 def aggregate(
-    runs_dir: Path, rows: Iterable[str], seeds: Iterable[int], refs: Mapping[str, Path], out_dir: Path,
-    sustained_flops_per_device: float = P100_SUSTAINED_FLOPS, bootstrap_samples: int = 1000,
-    evals_dir: Path | None = None,
+    runs_dir: Path, rows: Iterable[str], seeds: Seeds, refs: Mapping[str, Path], out_dir: Path,
+    sustained_flops_per_device: float = P100_SUSTAINED_FLOPS, evals_dir: Path | None = None,
 ) -> dict[str, Any]:
     """Write table3.{md,csv,tex}, table2.{md,csv,tex}, bleu_by_row.png and learning_curves.png into out_dir.
 
+    `seeds` is one list for every row or each row's own (a row is compared with base on the seeds both have).
     refs maps a split ("valid", "test") to its reference file. Missing or failed runs are reported, never fatal.
     eval.json files are read from `evals_dir` (default: `runs_dir`).
     """
-    rows, seeds, out_dir = list(rows), list(seeds), Path(out_dir)
+    rows, out_dir = list(rows), Path(out_dir)
+    seeds = seeds_by_row(rows, seeds)
     records = collect_runs(Path(runs_dir), rows, seeds, evals_dir)
     ok = [r for r in records if r.ok]
     lengths = sentence_lengths(refs)
     context = dict(scale=_distinct(ok, "scale", "name"), data=_distinct(ok, "data", "name"),
-                   seeds=" ".join(map(str, seeds)), bootstrap_samples=bootstrap_samples,
-                   sustained_flops_per_device=sustained_flops_per_device,
+                   seeds=describe_seeds(seeds), sustained_flops_per_device=sustained_flops_per_device,
                    lengths=f"{lengths[0]:.1f}/{lengths[1]:.1f} words")
-    table3 = build_table3(records, refs.get("valid"), bootstrap_samples)
+    table3 = build_table3(records)
     table2 = build_table2(records, lengths, sustained_flops_per_device)
     curves = {f"{r.row}/seed{r.seed}": r.path / "curve.csv" for r in records if (r.path / "curve.csv").is_file()}
     outputs = [*write_table3(table3, out_dir, context), *write_table2(table2, out_dir, context),

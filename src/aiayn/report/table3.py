@@ -1,7 +1,7 @@
 """Table 3 (model variations, dev set): our rows over seeds beside the paper's, with differences from base."""
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -9,15 +9,15 @@ from aiayn.report.collect import RunRecord
 from aiayn.report.formats import (DASH, atomic_write_text, csv_text, latex_tabular, markdown_table, mean_pm, num,
                                   pvalue, signed)
 from aiayn.report.paper import paper_table3
-from aiayn.report.significance import Bootstrap, seed_paired_bootstrap
+from aiayn.report.significance import ALPHA, POWER, holm, seeds_needed, sign_flip_p, verdict
 from aiayn.report.stats import mean_ci, paired_test
 
 BASE = "base"
 COLUMNS = (
     "row", "n_seeds", "seeds", "bleu_mean", "bleu_ci95_low", "bleu_ci95_high",
     "ppl_mean", "ppl_ci95_low", "ppl_ci95_high", "params_m",
-    "delta_bleu", "delta_bleu_ci95_low", "delta_bleu_ci95_high", "delta_bleu_p_seeds", "delta_bleu_n_pairs",
-    "delta_bleu_p_bootstrap", "bootstrap_seeds",
+    "delta_bleu", "delta_bleu_ci95_low", "delta_bleu_ci95_high", "delta_bleu_sd", "delta_bleu_n_pairs",
+    "delta_bleu_p_seeds", "delta_bleu_p_sign_flip", "delta_bleu_p_holm", "verdict", "seeds_needed",
     "delta_ppl", "delta_ppl_ci95_low", "delta_ppl_ci95_high", "delta_ppl_p_seeds",
     "paper_bleu", "paper_ppl", "paper_params_m", "paper_delta_bleu", "paper_delta_ppl",
     "sign_matches_paper", "ppl_sign_matches_paper", "failed_runs",
@@ -46,21 +46,7 @@ def _paper_columns(row: str, paper: Mapping[str, dict[str, Any]]) -> dict[str, f
                 paper_delta_ppl=round(ref["ppl_dev"] - base["ppl_dev"], 4))
 
 
-def _bootstraps(by_row: Mapping[str, Sequence[RunRecord]], ref_file: Path | None, samples: int
-                ) -> dict[str, Bootstrap]:
-    """Seed-concatenated paired bootstrap of dev sacreBLEU against base for every other row."""
-    others = [name for name in by_row if name != BASE]
-    if ref_file is None or not Path(ref_file).is_file():
-        return {name: Bootstrap(None, 0, f"dev references {ref_file} absent" if ref_file else "") for name in others}
-
-    def files(name: str) -> dict[int, Path]:
-        return {r.seed: f for r in by_row.get(name, []) if (f := r.hyps_file("valid")) is not None}
-
-    return seed_paired_bootstrap(files(BASE), {name: files(name) for name in others}, Path(ref_file), samples)
-
-
-def build_table3(records: Sequence[RunRecord], ref_file: Path | None, bootstrap_samples: int = 1000
-                 ) -> list[dict[str, Any]]:
+def build_table3(records: Sequence[RunRecord]) -> list[dict[str, Any]]:
     """One flat row (the CSV's columns) per row name, in the order the records come."""
     by_row: dict[str, list[RunRecord]] = {}
     for rec in records:
@@ -68,7 +54,6 @@ def build_table3(records: Sequence[RunRecord], ref_file: Path | None, bootstrap_
     paper = paper_table3()
     base_recs = [r for r in by_row.get(BASE, []) if r.ok]
     base_bleu, base_ppl = _by_seed(base_recs, "dev_bleu"), _by_seed(base_recs, "dev_ppl")
-    boot = _bootstraps(by_row, ref_file, bootstrap_samples)
     rows = []
     for name, recs in by_row.items():
         ok = [r for r in recs if r.ok]
@@ -84,10 +69,9 @@ def build_table3(records: Sequence[RunRecord], ref_file: Path | None, bootstrap_
         )
         if name != BASE:
             d_bleu, d_ppl = paired_test(bleu, base_bleu), paired_test(ppl, base_ppl)
-            notes += [boot[name].note] if boot[name].note else []
             out.update(delta_bleu=d_bleu.mean_diff, delta_bleu_ci95_low=d_bleu.low, delta_bleu_ci95_high=d_bleu.high,
-                       delta_bleu_p_seeds=d_bleu.p_value, delta_bleu_n_pairs=d_bleu.n,
-                       delta_bleu_p_bootstrap=boot[name].p_value, bootstrap_seeds=boot[name].n_seeds,
+                       delta_bleu_sd=d_bleu.sd, delta_bleu_n_pairs=d_bleu.n, delta_bleu_p_seeds=d_bleu.p_value,
+                       delta_bleu_p_sign_flip=sign_flip_p(d_bleu.diffs),
                        delta_ppl=d_ppl.mean_diff, delta_ppl_ci95_low=d_ppl.low, delta_ppl_ci95_high=d_ppl.high,
                        delta_ppl_p_seeds=d_ppl.p_value)
         out.update(_paper_columns(name, paper))
@@ -95,50 +79,90 @@ def build_table3(records: Sequence[RunRecord], ref_file: Path | None, bootstrap_
         out["ppl_sign_matches_paper"] = sign_agreement(out.get("delta_ppl"), out["paper_delta_ppl"])
         out["failed_runs"] = "; ".join(notes) or None
         rows.append({c: out.get(c) for c in COLUMNS})
+    return add_verdicts(rows)
+
+
+def add_verdicts(rows: list[dict[str, Any]], alpha: float = ALPHA, power: float = POWER) -> list[dict[str, Any]]:
+    """Holm-adjust the paired t-test p over every row compared with base, then give each row its verdict and the
+    seeds a paired t-test needs for `power` against the paper's difference at alpha / m (m tests: Holm's strictest
+    step, so enough whatever the other rows' p)."""
+    adjusted = holm([r["delta_bleu_p_seeds"] for r in rows])
+    family = sum(p is not None for p in adjusted)
+    for row, p in zip(rows, adjusted):
+        row["delta_bleu_p_holm"] = p
+        row["verdict"] = verdict(row["paper_delta_bleu"], row["delta_bleu"], p, alpha)
+        row["seeds_needed"] = seeds_needed(row["paper_delta_bleu"], row["delta_bleu_sd"], alpha / max(family, 1),
+                                           power)
     return rows
 
 
-def _markdown_body(rows: Sequence[dict[str, Any]]) -> list[list[str]]:
-    def p_int(x: Any) -> str:
-        return DASH if x is None else str(x)
-
-    return [[r["row"], str(r["n_seeds"]),
-             mean_pm(r["bleu_mean"], r["bleu_ci95_low"], r["bleu_ci95_high"]),
-             mean_pm(r["delta_bleu"], r["delta_bleu_ci95_low"], r["delta_bleu_ci95_high"], sign=True),
-             pvalue(r["delta_bleu_p_seeds"]), pvalue(r["delta_bleu_p_bootstrap"]),
-             num(r["paper_bleu"], 1), signed(r["paper_delta_bleu"], 1), r["sign_matches_paper"] or DASH,
-             mean_pm(r["ppl_mean"], r["ppl_ci95_low"], r["ppl_ci95_high"]),
-             mean_pm(r["delta_ppl"], r["delta_ppl_ci95_low"], r["delta_ppl_ci95_high"], sign=True),
-             num(r["paper_ppl"]), num(r["params_m"], 3), p_int(r["paper_params_m"])] for r in rows]
+def family_size(rows: Sequence[dict[str, Any]]) -> int:
+    """How many rows the Holm correction (and the power's alpha / m) counted."""
+    return sum(r["delta_bleu_p_holm"] is not None for r in rows)
 
 
-HEADER = ("Row", "n", "dev BLEU", "ΔBLEU", "p (seeds)", "p (bootstrap)", "paper BLEU", "paper Δ", "same sign",
-          "dev PPL", "ΔPPL", "paper PPL", "params (M)", "paper params (M)")
+SEEDS_SHOWN_UP_TO = 50  # the markdown shows "> 50" beyond this; the CSV keeps the number
 
 
-def legend(context: Mapping[str, Any]) -> str:
-    """What the columns mean and at what scale and data they were measured."""
+def _seeds_needed(n: int | None) -> str:
+    return DASH if n is None else (f"> {SEEDS_SHOWN_UP_TO}" if n > SEEDS_SHOWN_UP_TO else str(n))
+
+
+# The markdown and LaTeX columns: header and cell, one place for both.
+SHOWN: tuple[tuple[str, Callable[[dict[str, Any]], str]], ...] = (
+    ("Row", lambda r: r["row"]),
+    ("n", lambda r: str(r["n_seeds"])),
+    ("dev BLEU", lambda r: mean_pm(r["bleu_mean"], r["bleu_ci95_low"], r["bleu_ci95_high"])),
+    ("ΔBLEU", lambda r: mean_pm(r["delta_bleu"], r["delta_bleu_ci95_low"], r["delta_bleu_ci95_high"], sign=True)),
+    ("p (t)", lambda r: pvalue(r["delta_bleu_p_seeds"])),
+    ("p (sign-flip)", lambda r: pvalue(r["delta_bleu_p_sign_flip"])),
+    ("p (Holm)", lambda r: pvalue(r["delta_bleu_p_holm"])),
+    ("verdict", lambda r: r["verdict"]),
+    ("seeds needed", lambda r: _seeds_needed(r["seeds_needed"])),
+    ("paper BLEU", lambda r: num(r["paper_bleu"], 1)),
+    ("paper Δ", lambda r: signed(r["paper_delta_bleu"], 1)),
+    ("dev PPL", lambda r: mean_pm(r["ppl_mean"], r["ppl_ci95_low"], r["ppl_ci95_high"])),
+    ("ΔPPL", lambda r: mean_pm(r["delta_ppl"], r["delta_ppl_ci95_low"], r["delta_ppl_ci95_high"], sign=True)),
+    ("paper PPL", lambda r: num(r["paper_ppl"])),
+    ("params (M)", lambda r: num(r["params_m"], 3)),
+    ("paper params (M)", lambda r: DASH if r["paper_params_m"] is None else str(r["paper_params_m"])),
+)
+HEADER = tuple(header for header, _ in SHOWN)
+
+
+def legend(context: Mapping[str, Any], family: int) -> str:
+    """What the columns mean, at what scale and data they were measured, and how many rows Holm counted."""
     return (
         f"Scale: {context.get('scale') or DASH}; data: {context.get('data') or DASH}; seeds asked: "
         f"{context.get('seeds') or DASH}.\n\n"
         "dev BLEU is sacreBLEU on the dev set (the paper's Table 3 reports tokenized BLEU on newstest2013); "
         "dev PPL is per-token (BPE) perplexity. Values are mean ± half-width of a 95% Student-t interval over "
-        "seeds (no interval with one seed). ΔBLEU/ΔPPL are the row minus base over the seeds both have, with a "
-        "paired t-test p over seeds and a paired bootstrap p (sacreBLEU, seed-concatenated dev hypotheses, "
-        f"{context.get('bootstrap_samples', DASH)} resamples). 'same sign' says whether our ΔBLEU has the "
-        "paper's sign (— when either is zero or undefined). At a reduced scale the absolute numbers are not "
-        "comparable with the paper's; compare the differences from base.\n"
+        "seeds (no interval with one seed). ΔBLEU/ΔPPL are the row minus base over the seeds both have. "
+        "Every test's unit is the training run (a seed), never the dev sentence: p (t) is the paired t-test over "
+        "seeds; p (sign-flip) is the exact permutation test that flips the signs of the per-seed differences "
+        "(no normality assumed; n seeds cannot give less than 2/2^n, 0.25 with 3). p (Holm) is p (t) adjusted "
+        f"by Holm's method over the {family} rows compared with base, so that all the verdicts together are "
+        f"wrong with probability at most {ALPHA:g}. verdict: reproduced (the paper's sign, p (Holm) < {ALPHA:g}), "
+        f"contradicted (the opposite sign, p (Holm) < {ALPHA:g}), unresolved (otherwise), {DASH} (the paper "
+        f"shows no difference, or has no number for the row). seeds needed: how many seeds a two-sided paired "
+        f"t-test needs to detect the paper's Δ with {POWER:.0%} power, given the standard deviation of our "
+        f"per-seed differences, at α = {ALPHA:g}/{max(family, 1)} (Holm's strictest step, so enough whatever "
+        f"the other rows' p); > {SEEDS_SHOWN_UP_TO} above {SEEDS_SHOWN_UP_TO}, {DASH} without a paper Δ or "
+        "without two seeds that differ. `python -m aiayn.seeds --until-resolved --max 10` runs the seeds "
+        "that can resolve a row. At a reduced scale the absolute numbers are not comparable with the paper's; "
+        "compare the differences from base.\n"
     )
 
 
 def write_table3(rows: Sequence[dict[str, Any]], out_dir: Path, context: Mapping[str, Any]) -> list[Path]:
     """Write table3.md (with legend and failed runs), table3.csv and table3.tex (booktabs), atomically."""
     out_dir = Path(out_dir)
-    body = _markdown_body(rows)
+    body = [[cell(r) for _, cell in SHOWN] for r in rows]
     failed = [f"- {r['row']}: {r['failed_runs']}" for r in rows if r["failed_runs"]]
-    md = "# Table 3: variations on the base model\n\n" + markdown_table(HEADER, body) + "\n" + legend(context)
+    md = ("# Table 3: variations on the base model\n\n" + markdown_table(HEADER, body) + "\n"
+          + legend(context, family_size(rows)))
     if failed:
-        md += "\nMissing or failed runs and skipped tests:\n\n" + "\n".join(failed) + "\n"
+        md += "\nMissing or failed runs:\n\n" + "\n".join(failed) + "\n"
     return [atomic_write_text(out_dir / "table3.md", md),
             atomic_write_text(out_dir / "table3.csv", csv_text(rows, COLUMNS)),
             atomic_write_text(out_dir / "table3.tex", latex_tabular(HEADER, body, rule_after=(0,)))]
