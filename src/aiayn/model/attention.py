@@ -64,21 +64,23 @@ class MultiHeadAttention(nn.Module):
     attention weights; the paper uses none there (the Transformer passes 0.0).
     """
 
-    def __init__(self, d_model: int, n_heads: int, d_k: int, d_v: int, dropout: float = 0.0) -> None:
+    def __init__(self, d_model: int, n_heads: int, d_k: int, d_v: int, dropout: float = 0.0,
+                 qkv_init_gain: float = 1.0) -> None:
         super().__init__()
         self.n_heads, self.d_k, self.d_v = n_heads, d_k, d_v
-        self.dropout = dropout
+        self.dropout, self.qkv_init_gain = dropout, qkv_init_gain
         # Departure: see docs/departures.md#attention-biases (the paper's W^Q, W^K, W^V, W^O have no bias)
         self.w_qkv = nn.Linear(d_model, n_heads * (2 * d_k + d_v))
         self.w_o = nn.Linear(n_heads * d_v, d_model)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        """Xavier-uniform per projection matrix (W_Q, W_K, W_V, W_O) and zero biases; the paper gives no init."""
+        """Xavier-uniform per projection matrix, W_Q, W_K and W_V scaled by `qkv_init_gain`, and zero biases; the
+        paper gives no init."""
         # Departure: see docs/departures.md#initialisation
         hk = self.n_heads * self.d_k
         for block in self.w_qkv.weight.data.split([hk, hk, self.n_heads * self.d_v], dim=0):
-            nn.init.xavier_uniform_(block)
+            nn.init.xavier_uniform_(block, gain=self.qkv_init_gain)
         nn.init.xavier_uniform_(self.w_o.weight)
         nn.init.zeros_(self.w_qkv.bias)
         nn.init.zeros_(self.w_o.bias)

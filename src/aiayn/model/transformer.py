@@ -35,6 +35,7 @@ class Transformer(nn.Module):
         pos_encoding: str = "sinusoidal",
         max_positions: int = 1024,
         pad_id: int = 0,
+        qkv_init_gain: float = 1.0,
     ) -> None:
         super().__init__()
         _check_sizes(
@@ -49,7 +50,9 @@ class Transformer(nn.Module):
         self.embedding = SharedEmbedding(vocab_size, d_model)
         self.positions = PositionalEncoding(pos_encoding, d_model, max_positions)
         self.embed_drop = nn.Dropout(dropout)
-        shape = (d_model, n_heads, d_k, d_v, d_ff, dropout)
+        if not qkv_init_gain > 0.0:
+            raise ValueError(f"Transformer argument qkv_init_gain must be positive, got {qkv_init_gain!r}")
+        shape = (d_model, n_heads, d_k, d_v, d_ff, dropout, qkv_init_gain)
         self.encoder = nn.ModuleList(EncoderLayer(*shape) for _ in range(n_layers))
         self.decoder = nn.ModuleList(DecoderLayer(*shape) for _ in range(n_layers))
 

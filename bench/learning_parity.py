@@ -1,0 +1,366 @@
+"""Learning parity: does the pipeline learn as fast per update as a plain `torch.nn.Transformer` script?
+
+Both systems train on the same Multi30k EN->DE data with the same joint sentencepiece BPE (the pipeline's own
+fetch and bpe stages, run once into the work folder), the same hyperparameters and the same number of updates,
+with >= 3 seeds each, and are scored the same way: dev perplexity (per subword, no label smoothing) and greedy
+sacreBLEU on the dev set (Multi30k val) and the held-out test set.
+
+- `pipeline`: `pipeline/train.py` then `pipeline/evaluate.py decode=greedy`, run as the DVC stages run them (Hydra
+  overrides, Lightning, the library's data, model, loss and decoding): nothing is copied out of the library.
+- `reference`: `reference_train` below, a plain loop written the way a PyTorch user would (~90 lines):
+  `nn.Transformer` (post-LN), one embedding matrix shared three ways and multiplied by sqrt(d_model), sinusoids,
+  `F.cross_entropy(label_smoothing=0.1)`, Adam (0.9, 0.98, 1e-9) with Eq. 3, batches of about `batch_tokens` real
+  target tokens cut from length-sorted data, greedy decoding up to source length + 50.
+
+Diagnosis systems (`--systems`) swap one part of the reference for the library's, one at a time, to locate a gap:
+`plain+model` (aiayn's Transformer with its default init in the plain loop), `plain+model-xavier` (the same with
+plain per-projection Xavier for W_Q, W_K, W_V: the init before issue 16), `plain+model+loss` (aiayn's V-2
+label-smoothed loss), `plain+model+loss+batches` (aiayn's padded-budget TokenBatchSampler), and `pipeline-xavier`
+(the pipeline with `model.qkv_init_gain=1`). Anything else is passed as extra Hydra overrides: `pipeline:key=v,...`.
+
+    python bench/learning_parity.py --quick                 # small model, 400 updates: ~25 min on 2 cores
+    python bench/learning_parity.py                         # the issue's setting: d_model 256, 700 updates
+    python bench/learning_parity.py --quick --systems pipeline reference plain+model plain+model-xavier
+    python bench/learning_parity.py --steps 10000 --device cuda   # to convergence on a GPU
+
+Finished runs are kept in the work folder (`--workdir`, default bench/.parity/<mode>) and reused, so a killed or
+extended bench (more seeds, more systems) only trains what is missing. Ends with
+`RESULT parity_ppl_ratio` (pipeline / reference dev PPL, target <= 1.0) and, last, `RESULT parity_bleu_ratio`
+(pipeline / reference dev greedy BLEU, target >= 1.0 with overlapping CIs at worst).
+"""
+from __future__ import annotations
+
+import argparse
+import concurrent.futures as cf
+import json
+import math
+import multiprocessing
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_DATA = REPO.parent / "shared" / "data" / "multi30k"
+
+# The issue's setting (full) and a smaller one for iterating (quick). Both share everything but the sizes.
+SETTINGS = {
+    "full": dict(n_layers=3, d_model=256, n_heads=4, d_head=64, d_ff=1024, steps=700, batch_tokens=2000,
+                 warmup=4000, lr_factor=2.0, dropout=0.1, label_smoothing=0.1, vocab=8000),
+    "quick": dict(n_layers=2, d_model=128, n_heads=4, d_head=32, d_ff=512, steps=400, batch_tokens=2000,
+                  warmup=4000, lr_factor=2.0, dropout=0.1, label_smoothing=0.1, vocab=8000),
+}
+# What each diagnosis system takes from the library (the rest is the plain reference).
+PLAIN_SYSTEMS = {
+    "reference": dict(model="torch", init_gain=None, loss="torch", batches="plain"),
+    "plain+model": dict(model="aiayn", init_gain=None, loss="torch", batches="plain"),
+    "plain+model-xavier": dict(model="aiayn", init_gain=1.0, loss="torch", batches="plain"),
+    "plain+model-fairseq": dict(model="aiayn", init_gain=2**-0.5, loss="torch", batches="plain"),
+    "plain+model+loss": dict(model="aiayn", init_gain=None, loss="aiayn", batches="plain"),
+    "plain+model+loss+batches": dict(model="aiayn", init_gain=None, loss="aiayn", batches="aiayn"),
+}
+PIPELINE_SYSTEMS = {"pipeline": [], "pipeline-xavier": ["model.qkv_init_gain=1.0"],
+                    "pipeline-fairseq": [f"model.qkv_init_gain={2**-0.5}"]}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Data: the pipeline's own fetch and bpe stages, once per work folder; both systems read their outputs.
+
+
+def prepare_data(workdir: Path, data_path: Path, vocab: int, env: dict) -> None:
+    """data/raw (cleaned Multi30k, a held-out test split carved from train) and data/bpe (joint BPE) in `workdir`."""
+    if (workdir / "data" / "bpe" / "spm.model").is_file():
+        return
+    common = ["data=multi30k", "scale=small", f"data.path={data_path}", f"data.vocab_size={vocab}", "logger=none"]
+    for stage in ("fetch", "bpe"):
+        subprocess.run([sys.executable, str(REPO / "pipeline" / f"{stage}.py"), *common], cwd=workdir, env=env,
+                       check=True, stdout=subprocess.DEVNULL)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The plain reference: a training loop as a PyTorch user writes it.
+
+
+def reference_train(workdir: str, seed: int, setting: dict, system: str, device: str, threads: int) -> dict:
+    import sentencepiece as spm
+    import torch
+    import torch.nn.functional as F
+    from sacrebleu import corpus_bleu
+    from torch import nn
+
+    torch.set_num_threads(threads)
+    torch.manual_seed(seed)
+    spec, s, work = PLAIN_SYSTEMS[system], setting, Path(workdir)
+    sp = spm.SentencePieceProcessor(model_file=str(work / "data/bpe/spm.model"))
+    pad, bos, eos, vocab = sp.pad_id(), sp.bos_id(), sp.eos_id(), sp.get_piece_size()
+
+    def read(split):
+        lines = {side: (work / f"data/raw/{split}.{side}").read_text(encoding="utf-8").split("\n")[:-1]
+                 for side in ("src", "tgt")}
+        return lines["src"], lines["tgt"], sp.encode(lines["src"]), sp.encode(lines["tgt"])
+
+    train_src, _, train_x, train_y = read("train")
+    d = s["d_model"]
+
+    class Plain(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Parameter(torch.randn(vocab, d) * d**-0.5)  # shared: source, target, pre-softmax
+            pos = torch.arange(1024)[:, None] * torch.exp(torch.arange(0, d, 2) * (-math.log(10000.0) / d))
+            self.register_buffer("pe", torch.stack([pos.sin(), pos.cos()], -1).flatten(1), persistent=False)
+            self.drop = nn.Dropout(s["dropout"])
+            self.tf = nn.Transformer(d, s["n_heads"], s["n_layers"], s["n_layers"], s["d_ff"], s["dropout"],
+                                     batch_first=True)
+
+        def embed(self, x):
+            return self.drop(F.embedding(x, self.emb) * d**0.5 + self.pe[: x.size(1)])
+
+        def encode(self, src):
+            return self.tf.encoder(self.embed(src), src_key_padding_mask=src == pad)
+
+        def decode(self, tgt_in, memory, src):
+            causal = nn.Transformer.generate_square_subsequent_mask(tgt_in.size(1), device=tgt_in.device)
+            h = self.tf.decoder(self.embed(tgt_in), memory, tgt_mask=causal, tgt_is_causal=True,
+                                tgt_key_padding_mask=tgt_in == pad, memory_key_padding_mask=src == pad)
+            return h @ self.emb.T
+
+        def forward(self, src, tgt_in):
+            return self.decode(tgt_in, self.encode(src), src)
+
+    if spec["model"] == "torch":
+        model = Plain()
+    else:
+        from aiayn.model import Transformer
+        from aiayn.model.masks import src_mask, tgt_mask
+
+        extra = {} if spec["init_gain"] is None else {"qkv_init_gain": spec["init_gain"]}
+        lib = Transformer(vocab, s["n_layers"], d, s["d_ff"], s["n_heads"], s["d_head"], s["d_head"], s["dropout"],
+                          pad_id=pad, **extra)
+        lib.encode_plain = lambda src: lib.encode(src, src_mask(src, pad))
+        lib.decode_plain = lambda tgt_in, mem, src: lib.decode(tgt_in, mem, src_mask(src, pad), tgt_mask(tgt_in, pad))
+        model = lib
+    model.to(device)
+    encode = getattr(model, "encode_plain", getattr(model, "encode"))
+    decode = getattr(model, "decode_plain", getattr(model, "decode"))
+
+    def pad_to(seqs, prefix=(), suffix=()):
+        out = torch.full((len(seqs), max(len(x) for x in seqs) + len(prefix) + len(suffix)), pad, dtype=torch.long)
+        for i, x in enumerate(seqs):
+            row = [*prefix, *x, *suffix]
+            out[i, : len(row)] = torch.tensor(row)
+        return out
+
+    def batch(ids):
+        xs, ys = [train_x[i] + [eos] for i in ids], [train_y[i] for i in ids]
+        return pad_to(xs).to(device), pad_to(ys, prefix=[bos]).to(device), pad_to(ys, suffix=[eos]).to(device)
+
+    rng = torch.Generator().manual_seed(seed)
+    if spec["batches"] == "plain":  # length-sorted, cut at ~batch_tokens real target tokens, shuffled per epoch
+        def epoch_batches():
+            noise = torch.rand(len(train_y), generator=rng).tolist()
+            order = sorted(range(len(train_y)), key=lambda i: (len(train_y[i]), len(train_x[i]), noise[i]))
+            batches, cur, n = [], [], 0
+            for i in order:
+                if cur and n + len(train_y[i]) + 1 > s["batch_tokens"]:
+                    batches.append(cur)
+                    cur, n = [], 0
+                cur.append(i)
+                n += len(train_y[i]) + 1
+            batches.append(cur)
+            return [batches[j] for j in torch.randperm(len(batches), generator=rng).tolist()]
+    else:  # the library's sampler: padded budget on both sides, as the pipeline batches
+        from aiayn.data.batching import TokenBatchSampler
+
+        sampler = TokenBatchSampler([len(x) + 1 for x in train_x], [len(y) + 1 for y in train_y], s["batch_tokens"],
+                                    seed=seed)
+        epoch_batches = lambda: list(sampler)  # noqa: E731
+    if spec["loss"] == "torch":
+        def loss_fn(logits, tgt_out):
+            return F.cross_entropy(logits.flatten(0, 1), tgt_out.flatten(), ignore_index=pad,
+                                   label_smoothing=s["label_smoothing"])
+    else:
+        from aiayn.train.loss import label_smoothed_nll_loss
+
+        def loss_fn(logits, tgt_out):
+            return label_smoothed_nll_loss(logits, tgt_out, s["label_smoothing"], pad)[0] / (tgt_out != pad).sum()
+
+    opt = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
+    eq3 = lambda k: s["lr_factor"] * d**-0.5 * min((k + 1) ** -0.5, (k + 1) * s["warmup"] ** -1.5)  # noqa: E731
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, eq3)
+    step, real_tgt, start = 0, 0, time.perf_counter()
+    model.train()
+    while step < s["steps"]:
+        for ids in epoch_batches():
+            src, tgt_in, tgt_out = batch(ids)
+            loss = loss_fn(model(src, tgt_in), tgt_out)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            sched.step()
+            step, real_tgt = step + 1, real_tgt + int((tgt_out != pad).sum())
+            if step == s["steps"]:
+                break
+    train_s = time.perf_counter() - start
+
+    model.eval()
+    result = {"steps": step, "tgt_tokens_per_step": real_tgt / step, "train_s": round(train_s, 1)}
+    with torch.inference_mode():
+        for split, prefix in (("valid", "dev_"), ("test", "test_")):
+            srcs, refs, xs, ys = read(split)
+            nll, n, hyps = 0.0, 0, [None] * len(xs)
+            order = sorted(range(len(xs)), key=lambda i: len(xs[i]))
+            for lo in range(0, len(order), 100):
+                ids = order[lo: lo + 100]
+                src = pad_to([xs[i] + [eos] for i in ids]).to(device)
+                tgt_in = pad_to([ys[i] for i in ids], prefix=[bos]).to(device)
+                tgt_out = pad_to([ys[i] for i in ids], suffix=[eos]).to(device)
+                logits = model(src, tgt_in).float()
+                nll += F.cross_entropy(logits.flatten(0, 1), tgt_out.flatten(), ignore_index=pad,
+                                       reduction="sum").item()
+                n += int((tgt_out != pad).sum())
+                # Greedy, up to source length (EOS included) + 50 tokens.
+                memory, out = encode(src), torch.full((len(ids), 1), bos, dtype=torch.long, device=device)
+                limit = int((src != pad).sum(1).max()) + 50
+                done = torch.zeros(len(ids), dtype=torch.bool, device=device)
+                while out.size(1) <= limit and not bool(done.all()):
+                    nxt = decode(out, memory, src)[:, -1].argmax(-1).masked_fill(done, pad)
+                    out, done = torch.cat([out, nxt[:, None]], 1), done | (nxt == eos)
+                for row, i in enumerate(ids):
+                    seq = out[row, 1:].tolist()
+                    hyps[i] = sp.decode([t for t in seq[: seq.index(eos)] if t != pad] if eos in seq else
+                                        [t for t in seq if t != pad])
+            result[prefix + "ppl"] = math.exp(nll / n)
+            result[prefix + "bleu"] = corpus_bleu(hyps, [refs]).score
+    return result
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The pipeline: its train and evaluate stages, exactly as DVC runs them (one seed each).
+
+
+def pipeline_train(workdir: str, seed: int, setting: dict, system: str, device: str, threads: int) -> dict:
+    s, tag = setting, "".join(c if c.isalnum() or c in "-_" else "_" for c in system)
+    overrides = [
+        "data=multi30k", "scale=small", "logger=none", f"seed={seed}", "trainer.enable_progress_bar=false",
+        f"model.n_layers={s['n_layers']}", f"model.d_model={s['d_model']}", f"model.n_heads={s['n_heads']}",
+        f"model.d_k={s['d_head']}", f"model.d_v={s['d_head']}", f"model.d_ff={s['d_ff']}",
+        f"model.dropout={s['dropout']}", f"train.label_smoothing={s['label_smoothing']}",
+        f"train.max_steps={s['steps']}", f"train.batch_tokens={s['batch_tokens']}",
+        f"train.max_tokens={s['batch_tokens']}", f"train.warmup_steps={s['warmup']}",
+        f"train.lr_factor={s['lr_factor']}", f"train.val_every_steps={s['steps']}",
+        f"train.ckpt_every_steps={s['steps']}", "train.keep_last=0", "row.average_last=0",
+        f"paths.runs=runs/{tag}", f"paths.evals=evals/{tag}",
+        *(["trainer=gpu", "train.compile=false"] if device == "cuda" else ["trainer=cpu"]),
+        *PIPELINE_SYSTEMS.get(system, system.partition(":")[2].split(",") if ":" in system else []),
+    ]
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), WANDB_MODE="disabled")
+    start = time.perf_counter()
+    for stage, extra in (("train", []), ("evaluate", ["decode=greedy"])):
+        proc = subprocess.run([sys.executable, str(REPO / "pipeline" / f"{stage}.py"), *overrides, *extra],
+                              cwd=workdir, env=env, capture_output=True, text=True)
+        if proc.returncode:
+            raise RuntimeError(f"{system} seed {seed}: pipeline/{stage}.py failed:\n{proc.stderr[-3000:]}")
+        if stage == "train":
+            train_s = time.perf_counter() - start
+    run = Path(workdir) / f"runs/{tag}/base/seed{seed}"
+    trained = json.loads((run / "train.json").read_text())
+    ev = json.loads((Path(workdir) / f"evals/{tag}/base/seed{seed}/eval.json").read_text())
+    return {"steps": trained["steps"], "tgt_tokens_per_step": trained["tokens_seen"]["tgt"] / trained["steps"],
+            "train_s": round(train_s, 1), "dev_ppl": ev["dev_ppl"], "dev_bleu": ev["dev_bleu"],
+            "test_bleu": ev["bleu"]}
+
+
+def run_one(workdir: str, seed: int, setting: dict, system: str, device: str, threads: int) -> dict:
+    fn = reference_train if system in PLAIN_SYSTEMS else pipeline_train
+    return fn(workdir, seed, setting, system, device, threads)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def summarise(results: dict[str, dict[int, dict]]) -> None:
+    sys.path.insert(0, str(REPO / "src"))
+    from aiayn.report.stats import mean_ci
+
+    def fmt(ci, digits):
+        if ci.mean is None:
+            return "—"
+        return f"{ci.mean:.{digits}f}" + ("" if ci.half_width is None else f" ± {ci.half_width:.{digits}f}")
+
+    print(f"\n{'system':28s} {'n':>2s} {'dev PPL':>14s} {'dev BLEU':>13s} {'test BLEU':>13s} {'tgt tok/step':>12s}")
+    for system, by_seed in results.items():
+        runs = list(by_seed.values())
+        cis = [mean_ci([r[k] for r in runs]) for k in ("dev_ppl", "dev_bleu", "test_bleu", "tgt_tokens_per_step")]
+        print(f"{system:28s} {len(runs):2d} {fmt(cis[0], 1):>14s} {fmt(cis[1], 2):>13s} {fmt(cis[2], 2):>13s} "
+              f"{fmt(cis[3], 0):>12s}   seeds {sorted(by_seed)}: dev PPL "
+              + ", ".join(f"{r['dev_ppl']:.1f}" for r in runs) + "; dev BLEU " +
+              ", ".join(f"{r['dev_bleu']:.2f}" for r in runs))
+    print("(mean ± 95% CI half-width over seeds, Student t)")
+    if "pipeline" in results and "reference" in results:
+        def ratio(key):
+            ours, ref = (sum(r[key] for r in results[k].values()) / len(results[k]) for k in ("pipeline", "reference"))
+            return f"{ours / ref:.3f}" if ref else "nan"
+
+        print(f"RESULT parity_test_bleu_ratio {ratio('test_bleu')}")
+        print(f"RESULT parity_ppl_ratio {ratio('dev_ppl')}")
+        print(f"RESULT parity_bleu_ratio {ratio('dev_bleu')}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smaller model and fewer updates (for iterating)")
+    parser.add_argument("--systems", nargs="+", default=["pipeline", "reference"],
+                        help=f"of {[*PIPELINE_SYSTEMS, *PLAIN_SYSTEMS]}, or pipeline:key=value,... (Hydra overrides)")
+    parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
+    parser.add_argument("--steps", type=int, help="override the setting's number of updates")
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="a Multi30k folder: train.{en,de}, val.{en,de}")
+    parser.add_argument("--workdir", type=Path, help="default bench/.parity/<quick|full>[-<steps>]")
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--jobs", type=int, default=None, help="runs side by side (default: cores // 1 on CPU, 1 on GPU)")
+    args = parser.parse_args()
+
+    data = args.data.resolve()
+    if not (data / "train.en").is_file():
+        sys.exit(f"error: {data}/train.en not found; pass --data with a Multi30k folder (train/val .en/.de)")
+    mode = "quick" if args.quick else "full"
+    setting = dict(SETTINGS[mode])
+    if args.steps:
+        setting["steps"] = args.steps
+    workdir = (args.workdir or REPO / "bench" / ".parity" / f"{mode}-{setting['steps']}").resolve()
+    workdir.mkdir(parents=True, exist_ok=True)
+    jobs = args.jobs or (1 if args.device == "cuda" else max(1, min(len(os.sched_getaffinity(0)), 4)))
+    threads = max(1, len(os.sched_getaffinity(0)) // jobs) if args.device == "cpu" else 4
+    env = dict(os.environ, WANDB_MODE="disabled")
+    print(f"learning parity ({mode}): {setting}\nwork folder {workdir}; {jobs} run(s) at a time, {threads} thread(s)"
+          f" each", flush=True)
+    prepare_data(workdir, data, setting["vocab"], env)
+
+    results: dict[str, dict[int, dict]] = {system: {} for system in args.systems}
+    todo = []
+    for seed in args.seeds:  # seed-major: an interrupted bench has every system's first seeds
+        for system in args.systems:
+            cached = workdir / "results" / f"{system.replace(':', '_').replace(',', '_')}-seed{seed}.json"
+            if cached.is_file():
+                results[system][seed] = json.loads(cached.read_text())
+            else:
+                todo.append((system, seed, cached))
+    ctx = multiprocessing.get_context("spawn")
+    with cf.ProcessPoolExecutor(jobs, mp_context=ctx) as pool:
+        futures = {pool.submit(run_one, str(workdir), seed, setting, system, args.device, threads): (system, seed, out)
+                   for system, seed, out in todo}
+        for future in cf.as_completed(futures):
+            system, seed, out = futures[future]
+            result = future.result()
+            out.parent.mkdir(exist_ok=True)
+            tmp = out.with_suffix(".tmp")
+            tmp.write_text(json.dumps(result, indent=1))
+            os.replace(tmp, out)
+            results[system][seed] = result
+            print(f"{system} seed {seed}: dev PPL {result['dev_ppl']:.2f}, dev BLEU {result['dev_bleu']:.2f}, test "
+                  f"BLEU {result['test_bleu']:.2f} ({result['train_s']:.0f} s training)", flush=True)
+    summarise({k: dict(sorted(v.items())) for k, v in results.items()})
+
+
+if __name__ == "__main__":
+    main()
