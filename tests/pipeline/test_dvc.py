@@ -62,8 +62,8 @@ def test_every_job_left_an_offline_wandb_run(repo: Path) -> None:
 
 def test_dag_is_fetch_bpe_train_evaluate_aggregate(repo: Path) -> None:
     dag = dvc("dag", "--md", cwd=repo)
-    for edge in ("fetch --> bpe", "bpe --> train@base", "train@base --> evaluate@base",
-                 "evaluate@base --> aggregate"):
+    for edge in ("fetch --> bpe", "bpe --> train@base", "seeds --> train@base", "seeds --> evaluate@base",
+                 "train@base --> evaluate@base", "evaluate@base --> aggregate"):
         assert edge.split(" --> ")[0] in dag and edge.split(" --> ")[1] in dag
 
 
@@ -83,7 +83,8 @@ def test_adding_a_row_changes_only_that_rows_stages(repo: Path) -> None:
                if line and not line.startswith(("\t", " "))}
     run(["git", "checkout", "-q", "--", "params.yaml"], repo)
     (repo / "conf" / "row" / "X1.yaml").unlink()
-    assert changed == {"train@X1", "evaluate@X1", "aggregate"}, changed
+    # The seeds stage reruns (it writes every row's seed list), but leaves the other rows' lists as they were.
+    assert changed == {"seeds", "train@X1", "evaluate@X1", "aggregate"}, changed
 
 
 def test_hydra_multirun_runs_two_seeds(repo: Path) -> None:
@@ -97,7 +98,7 @@ def test_exp_run_with_one_more_seed_trains_only_that_seed(repo: Path) -> None:
     before = (repo / "runs" / "base" / "seed1" / "train.json").read_text()
     out = dvc("exp", "run", "-S", "seeds=[1,2,3]", cwd=repo)
     ran = {line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage")}
-    assert ran == {"train@base", "evaluate@base", "aggregate"}, out
+    assert ran == {"seeds", "train@base", "evaluate@base", "aggregate"}, out
     for seed in (1, 2):  # the row's stage reran, but its finished seeds were skipped, not retrained
         assert f"runs/base/seed{seed}: already trained to step" in out, out
     assert "runs/base/seed3: already trained" not in out
