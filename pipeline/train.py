@@ -1,7 +1,7 @@
 """DVC stage `train@{row}`: train one row with one seed into runs/{row}/seed{seed}/.
 
-DVC runs `python pipeline/train.py hydra/launcher=parallel row=A1 seeds_from=params.yaml`: a Hydra multirun over
-params.yaml's seeds, one stage per row (a Python start-up with Lightning costs seconds); a seed whose run already
+DVC runs `python pipeline/train.py hydra/launcher=parallel row=A1 seeds_from=seeds/A1.yaml`: a Hydra multirun over
+the row's seeds, one stage per row (a Python start-up with Lightning costs seconds); a seed whose run already
 finished is skipped. By hand: python pipeline/train.py row=A1 seed=2     Sweep: python pipeline/train.py -m seed=1,2,3
 """
 from omegaconf import DictConfig
