@@ -107,12 +107,13 @@ def run(params: Path, table: Path, max_seeds: int, until_resolved: bool, dry: bo
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m aiayn.seeds", description=__doc__.splitlines()[0])
     parser.add_argument("--until-resolved", action="store_true", help="repeat rounds until no row can be picked")
-    parser.add_argument("--max", type=int, default=10, dest="max_seeds", help="at most this many seeds a row")
+    parser.add_argument("--max", type=int, default=10, dest="max_seeds", metavar="N",
+                        help="at most N seeds a row (default 10)")
     parser.add_argument("--dry", action="store_true", help="print one round's plan; write and run nothing")
-    parser.add_argument("--params", type=Path, default=Path(PARAMS))
-    parser.add_argument("--table", type=Path, default=Path(TABLE))
+    parser.add_argument("--params", type=Path, default=Path(PARAMS), help=f"the DVC params file (default {PARAMS})")
+    parser.add_argument("--table", type=Path, default=Path(TABLE), help=f"Table 3 as CSV (default {TABLE})")
     args = parser.parse_args(argv)
     if args.max_seeds < 2:
         parser.error("--max must be at least 2 (a paired t-test needs two seeds)")

@@ -20,9 +20,7 @@ def rows_and_seeds(cfg: DictConfig) -> tuple[list[str], dict[str, list[int]]]:
     """The rows and each row's seeds to tabulate: from the config when given (the same seeds for every row), else
     from params.yaml (DVC's lists: `seeds` plus the row's `extra_seeds`)."""
     a = cfg.aggregate
-    if a.rows is not None and a.seeds is not None:
-        return list(a.rows), {row: list(a.seeds) for row in a.rows}
-    if not Path(a.params_file).exists():
+    if (a.rows is None or a.seeds is None) and not Path(a.params_file).exists():
         raise FileNotFoundError(f"{a.params_file} not found: pass aggregate.rows=[...] and aggregate.seeds=[...]")
     rows = list(a.rows) if a.rows is not None else read_params_list(a.params_file, "rows", str)
     if a.seeds is not None:
