@@ -11,7 +11,7 @@ import yaml
 
 from aiayn.config.params import read_extra_seeds
 
-pytestmark = pytest.mark.slow  # 2.4 minutes on 2 shared CPU cores: a repro of three rows, then one of two
+pytestmark = pytest.mark.slow  # 2.5-3 minutes on 2 shared CPU cores: a repro of three rows, then one of two
 
 
 def test_until_resolved_runs_only_the_seeds_that_can_resolve_a_row(tmp_path: Path, copy_project) -> None:
