@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The real pipeline on one GPU: `dvc repro` of Multi30k at scale=small, trainer=gpu (bf16), rows base and D1 x seeds
+# 1 and 2, 2000 updates each, in a fresh copy of the project (bench/gpu_pipeline.py does the work). Prints each
+# stage's time, dev/test BLEU, dev PPL and tokens/s per run, results/table3.md and table2.md, then RESULT lines
+# (headline last: base_dev_bleu). With $OUT set, the log, the tables and runs.json are written there.
+#
+# The GPU machine lacks DVC, Hydra and their dependencies, and ../shared does not travel, so first, here, once:
+#   bash bench/gpu_pipeline.sh --prepare   # .whl/: cp312 wheels (~20 MiB); .gpu_data/multi30k (4 MiB); both ignored
+# then the device tool's call (15 minutes of device time in all: the machine's start, this run and one rerun):
+#   run(command="bash bench/gpu_pipeline.sh --data .gpu_data/multi30k --workdir /tmp/aiayn-gpu-pipeline --budget-s 300",
+#       carry=[".whl", ".gpu_data"], timeout_s=360)
+# A run stopped at --budget-s keeps its copy in /tmp/aiayn-gpu-pipeline while the machine stays warm (30 s): the
+# same call at once resumes there (finished seeds are skipped, a stopped one goes on from its last checkpoint).
+# CPU smoke (the same flow on trainer=cpu: a tiny model, 40 steps, a 2000-pair slice): bash bench/gpu_pipeline.sh --cpu-smoke
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY="${PYTHON:-python3}"
+export PYTHONUNBUFFERED=1
+if [[ "${1:-}" == "--prepare" ]]; then
+  exec "$PY" bench/gpu_pipeline.py prepare "${@:2}"
+fi
+if ! "$PY" -c "import dvc, hydra, sacremoses" 2>/dev/null; then  # the GPU image: install the carried wheels
+  [[ -d .whl ]] || { echo "no DVC/Hydra here and no .whl/: run 'bash bench/gpu_pipeline.sh --prepare' first"; exit 2; }
+  [[ -d /tmp/site/dvc ]] || "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl
+  export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
+fi
+"$PY" -c "import torch, lightning; print('torch', torch.__version__, 'lightning', lightning.__version__, 'cuda', torch.cuda.is_available())"
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
+exec "$PY" bench/gpu_pipeline.py run "$@"
