@@ -11,6 +11,10 @@
 #       carry=[".whl", ".gpu_data"], timeout_s=360)
 # A run stopped at --budget-s keeps its copy in /tmp/aiayn-gpu-pipeline while the machine stays warm (30 s): the
 # same call at once resumes there (finished seeds are skipped, a stopped one goes on from its last checkpoint).
+# Then, in a second call, learning parity (bench/learning_parity.py: the pipeline against a plain nn.Transformer
+# script, 3 seeds each, 3 runs side by side on the GPU) at the issue's setting, further than on CPU:
+#   run(command="bash bench/gpu_pipeline.sh --parity --data .gpu_data/multi30k --steps 3000",
+#       carry=[".whl", ".gpu_data"], timeout_s=420)
 # CPU smoke (the same flow on trainer=cpu: a tiny model, 40 steps, a 2000-pair slice): bash bench/gpu_pipeline.sh --cpu-smoke
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,4 +31,7 @@ if ! "$PY" -c "import dvc, hydra, sacremoses" 2>/dev/null; then  # the GPU image
 fi
 "$PY" -c "import torch, lightning; print('torch', torch.__version__, 'lightning', lightning.__version__, 'cuda', torch.cuda.is_available())"
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
+if [[ "${1:-}" == "--parity" ]]; then  # issue 16's other GPU check: bench/learning_parity.py on this GPU
+  exec "$PY" bench/learning_parity.py --device cuda "${@:2}"
+fi
 exec "$PY" bench/gpu_pipeline.py run "$@"

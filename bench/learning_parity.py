@@ -193,7 +193,8 @@ def reference_train(workdir: str, seed: int, setting: dict, system: str, device:
     while step < s["steps"]:
         for ids in epoch_batches():
             src, tgt_in, tgt_out = batch(ids)
-            loss = loss_fn(model(src, tgt_in), tgt_out)
+            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=device == "cuda"):  # as trainer=gpu does
+                loss = loss_fn(model(src, tgt_in).float(), tgt_out)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
@@ -317,9 +318,11 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="a Multi30k folder: train.{en,de}, val.{en,de}")
     parser.add_argument("--workdir", type=Path, help="default bench/.parity/<quick|full>[-<steps>]")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    parser.add_argument("--jobs", type=int, default=None, help="runs side by side (default: cores // 1 on CPU, 1 on GPU)")
+    parser.add_argument("--jobs", type=int, default=None, help="runs side by side (default: one per core on CPU, 3 on a GPU)")
     args = parser.parse_args()
 
+    # The library from this checkout, also where it is not pip-installed (a GPU machine): workers and stages inherit it.
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")]))
     data = args.data.resolve()
     if not (data / "train.en").is_file():
         sys.exit(f"error: {data}/train.en not found; pass --data with a Multi30k folder (train/val .en/.de)")
@@ -329,7 +332,8 @@ def main() -> None:
         setting["steps"] = args.steps
     workdir = (args.workdir or REPO / "bench" / ".parity" / f"{mode}-{setting['steps']}").resolve()
     workdir.mkdir(parents=True, exist_ok=True)
-    jobs = args.jobs or (1 if args.device == "cuda" else max(1, min(len(os.sched_getaffinity(0)), 4)))
+    # Small models leave a GPU mostly idle: three runs share it well.
+    jobs = args.jobs or (3 if args.device == "cuda" else max(1, min(len(os.sched_getaffinity(0)), 4)))
     threads = max(1, len(os.sched_getaffinity(0)) // jobs) if args.device == "cpu" else 4
     env = dict(os.environ, WANDB_MODE="disabled")
     print(f"learning parity ({mode}): {setting}\nwork folder {workdir}; {jobs} run(s) at a time, {threads} thread(s)"

@@ -102,3 +102,32 @@ def test_multi_head_is_not_one_head_over_concatenated_slices():
     torch.testing.assert_close(out, multi, atol=1e-5, rtol=1e-5)  # our module is per-head softmax...
     assert (out - single).abs().max() > 1e-2  # ...which a single softmax over all slices does not match
 
+
+
+@pytest.mark.parametrize("gain", [1.0, 2**-0.5])
+def test_qkv_init_gain_scales_xavier_of_each_projection(gain):
+    """W_Q, W_K, W_V ~ U(+-gain * sqrt(6 / (fan_in + fan_out))) each; W_O plain Xavier; biases zero."""
+    torch.manual_seed(0)
+    d_model, heads, d_k, d_v = 256, 4, 64, 32
+    mha = MultiHeadAttention(d_model, heads, d_k, d_v, qkv_init_gain=gain)
+    blocks = mha.w_qkv.weight.detach().split([heads * d_k, heads * d_k, heads * d_v])
+    for block, expected_gain in ((blocks[0], gain), (blocks[1], gain), (blocks[2], gain),
+                                 (mha.w_o.weight.detach(), 1.0)):
+        bound = expected_gain * math.sqrt(6 / sum(block.shape))
+        assert block.abs().max() <= bound
+        assert block.std().item() == pytest.approx(bound / math.sqrt(3), rel=0.03)  # std of U(-b, b) is b / sqrt(3)
+    assert not mha.w_qkv.bias.any() and not mha.w_o.bias.any()
+
+
+def test_default_qkv_init_matches_torch_packed_in_projection():
+    """The default init draws each of W_Q, W_K, W_V as `nn.MultiheadAttention` does: Xavier over the packed
+    (3D, D) matrix, which is Xavier over one (D, D) projection times 1/sqrt(2) (docs/departures.md#initialisation)."""
+    from aiayn.config.schema import ModelConfig
+    from aiayn.model import Transformer
+
+    torch.manual_seed(0)
+    ours = MultiHeadAttention(512, 8, 64, 64).w_qkv.weight.detach()
+    torch_packed = torch.nn.MultiheadAttention(512, 8).in_proj_weight.detach()
+    assert ours.std().item() == pytest.approx(torch_packed.std().item(), rel=0.01)
+    default_gain = Transformer(16, 1, 8, 16, 2, 4, 4).encoder[0].self_attn.qkv_init_gain
+    assert default_gain == ModelConfig().qkv_init_gain == pytest.approx(2**-0.5)

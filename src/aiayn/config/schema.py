@@ -63,7 +63,7 @@ class ModelConfig:
     pos_encoding: str = "sinusoidal"  # sinusoidal | learned (Table 3 row E) | none
     max_positions: int = 1024  # table size of learned positions; sinusoids are computed to this length
     # Xavier gain of W_Q, W_K, W_V (the paper gives no init). Departure: see docs/departures.md#initialisation
-    qkv_init_gain: float = 1.0
+    qkv_init_gain: float = 0.7071067811865476  # 1/sqrt(2), as nn.MultiheadAttention and fairseq
 
 
 @dataclass

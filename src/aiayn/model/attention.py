@@ -60,12 +60,13 @@ class MultiHeadAttention(nn.Module):
     """Multi-head attention (section 3.2.2) with independent d_k and d_v (Table 3 rows A and B).
 
     W_Q, W_K (D -> H*d_k) and W_V (D -> H*d_v) are stored as one packed matrix so that self-attention
-    projects with a single matmul; cross-attention uses slices (views) of it. `dropout` acts on the
+    projects with a single matmul; cross-attention uses slices (views) of it. Each is Xavier-initialised with gain
+    `qkv_init_gain` (1/sqrt(2) by default, as `nn.MultiheadAttention`'s packed init and fairseq). `dropout` acts on the
     attention weights; the paper uses none there (the Transformer passes 0.0).
     """
 
     def __init__(self, d_model: int, n_heads: int, d_k: int, d_v: int, dropout: float = 0.0,
-                 qkv_init_gain: float = 1.0) -> None:
+                 qkv_init_gain: float = 2**-0.5) -> None:
         super().__init__()
         self.n_heads, self.d_k, self.d_v = n_heads, d_k, d_v
         self.dropout, self.qkv_init_gain = dropout, qkv_init_gain

@@ -35,7 +35,7 @@ class Transformer(nn.Module):
         pos_encoding: str = "sinusoidal",
         max_positions: int = 1024,
         pad_id: int = 0,
-        qkv_init_gain: float = 1.0,
+        qkv_init_gain: float = 2**-0.5,
     ) -> None:
         super().__init__()
         _check_sizes(
