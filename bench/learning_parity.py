@@ -18,8 +18,8 @@ plain per-projection Xavier for W_Q, W_K, W_V: the init before issue 16), `plain
 label-smoothed loss), `plain+model+loss+batches` (aiayn's padded-budget TokenBatchSampler), and `pipeline-xavier`
 (the pipeline with `model.qkv_init_gain=1`). Anything else is passed as extra Hydra overrides: `pipeline:key=v,...`.
 
-    python bench/learning_parity.py --quick                 # small model, 400 updates: ~25 min on 2 cores
-    python bench/learning_parity.py                         # the issue's setting: d_model 256, 700 updates
+    python bench/learning_parity.py --quick                 # small model, 400 updates: ~13 min on 2 cores
+    python bench/learning_parity.py                         # the issue's setting: d_model 256, 700 updates (~2 h)
     python bench/learning_parity.py --quick --systems pipeline reference plain+model plain+model-xavier
     python bench/learning_parity.py --steps 10000 --device cuda   # to convergence on a GPU
 
@@ -317,6 +317,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, help="override the setting's number of updates")
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="a Multi30k folder: train.{en,de}, val.{en,de}")
     parser.add_argument("--workdir", type=Path, help="default bench/.parity/<quick|full>[-<steps>]")
+    parser.add_argument("--report-only", action="store_true", help="tabulate the finished runs, train nothing")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--jobs", type=int, default=None, help="runs side by side (default: one per core on CPU, 3 on a GPU)")
     args = parser.parse_args()
@@ -347,7 +348,7 @@ def main() -> None:
             cached = workdir / "results" / f"{system.replace(':', '_').replace(',', '_')}-seed{seed}.json"
             if cached.is_file():
                 results[system][seed] = json.loads(cached.read_text())
-            else:
+            elif not args.report_only:
                 todo.append((system, seed, cached))
     ctx = multiprocessing.get_context("spawn")
     with cf.ProcessPoolExecutor(jobs, mp_context=ctx) as pool:
@@ -363,7 +364,7 @@ def main() -> None:
             results[system][seed] = result
             print(f"{system} seed {seed}: dev PPL {result['dev_ppl']:.2f}, dev BLEU {result['dev_bleu']:.2f}, test "
                   f"BLEU {result['test_bleu']:.2f} ({result['train_s']:.0f} s training)", flush=True)
-    summarise({k: dict(sorted(v.items())) for k, v in results.items()})
+    summarise({k: dict(sorted(v.items())) for k, v in results.items() if v})
 
 
 if __name__ == "__main__":
