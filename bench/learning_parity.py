@@ -19,7 +19,7 @@ label-smoothed loss), `plain+model+loss+batches` (aiayn's padded-budget TokenBat
 (the pipeline with `model.qkv_init_gain=1`). Anything else is passed as extra Hydra overrides: `pipeline:key=v,...`.
 
     python bench/learning_parity.py --quick                 # small model, 400 updates: ~13 min on 2 cores
-    python bench/learning_parity.py                         # the setting: d_model 256, 700 updates (~2 h)
+    python bench/learning_parity.py                         # the setting: d_model 256, 700 updates (~50 min)
     python bench/learning_parity.py --quick --systems pipeline reference plain+model plain+model-xavier
     python bench/learning_parity.py --steps 10000 --device cuda   # to convergence on a GPU
 
