@@ -241,7 +241,7 @@ def reference_train(workdir: str, seed: int, setting: dict, system: str, device:
 
 
 def pipeline_train(workdir: str, seed: int, setting: dict, system: str, device: str, threads: int) -> dict:
-    s, tag = setting, "".join(c if c.isalnum() or c in "-_" else "_" for c in system)
+    s, tag = setting, slug(system)
     overrides = [
         "data=multi30k", "scale=small", "logger=none", f"seed={seed}", "trainer.enable_progress_bar=false",
         f"model.n_layers={s['n_layers']}", f"model.d_model={s['d_model']}", f"model.n_heads={s['n_heads']}",
@@ -270,6 +270,11 @@ def pipeline_train(workdir: str, seed: int, setting: dict, system: str, device: 
     return {"steps": trained["steps"], "tgt_tokens_per_step": trained["tokens_seen"]["tgt"] / trained["steps"],
             "train_s": round(train_s, 1), "dev_ppl": ev["dev_ppl"], "dev_bleu": ev["dev_bleu"],
             "test_bleu": ev["bleu"]}
+
+
+def slug(system: str) -> str:
+    """A system's name as a file and folder name (`pipeline:train.lr_factor=2` -> `pipeline_train_lr_factor_2`)."""
+    return "".join(c if c.isalnum() or c in "-_+" else "_" for c in system)
 
 
 def run_one(workdir: str, seed: int, setting: dict, system: str, device: str, threads: int) -> dict:
@@ -324,6 +329,11 @@ def main() -> None:
 
     # The library from this checkout, also where it is not pip-installed (a GPU machine): workers and stages inherit it.
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")]))
+    unknown = [s for s in args.systems if s not in PLAIN_SYSTEMS and s not in PIPELINE_SYSTEMS
+               and not s.startswith("pipeline:")]
+    if unknown:
+        sys.exit(f"error: unknown system(s) {unknown}; choose from {[*PIPELINE_SYSTEMS, *PLAIN_SYSTEMS]} or "
+                 f"pipeline:key=value,...")
     data = args.data.resolve()
     if not (data / "train.en").is_file():
         sys.exit(f"error: {data}/train.en not found; pass --data with a Multi30k folder (train/val .en/.de)")
@@ -345,7 +355,7 @@ def main() -> None:
     todo = []
     for seed in args.seeds:  # seed-major: an interrupted bench has every system's first seeds
         for system in args.systems:
-            cached = workdir / "results" / f"{system.replace(':', '_').replace(',', '_')}-seed{seed}.json"
+            cached = workdir / "results" / f"{slug(system)}-seed{seed}.json"
             if cached.is_file():
                 results[system][seed] = json.loads(cached.read_text())
             elif not args.report_only:

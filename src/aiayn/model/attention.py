@@ -10,6 +10,10 @@ import math
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+# Xavier gain of W_Q, W_K, W_V: nn.MultiheadAttention's packed init, fairseq's. Departure: see
+# docs/departures.md#initialisation (ModelConfig.qkv_init_gain holds the same default, without importing torch).
+QKV_INIT_GAIN = 2**-0.5
+
 
 def _guard_empty_rows(mask: Tensor) -> tuple[Tensor, Tensor]:
     """Let fully masked query rows (e.g. padding queries) attend everywhere; report which rows had a key.
@@ -66,7 +70,7 @@ class MultiHeadAttention(nn.Module):
     """
 
     def __init__(self, d_model: int, n_heads: int, d_k: int, d_v: int, dropout: float = 0.0,
-                 qkv_init_gain: float = 2**-0.5) -> None:
+                 qkv_init_gain: float = QKV_INIT_GAIN) -> None:
         super().__init__()
         self.n_heads, self.d_k, self.d_v = n_heads, d_k, d_v
         self.dropout, self.qkv_init_gain = dropout, qkv_init_gain

@@ -31,7 +31,7 @@ class EncoderLayer(nn.Module):
     """Self-attention then feed-forward, each wrapped in residual dropout, add and LayerNorm (section 3.1)."""
 
     def __init__(self, d_model: int, n_heads: int, d_k: int, d_v: int, d_ff: int, dropout: float,
-                 qkv_init_gain: float = 2**-0.5) -> None:
+                 qkv_init_gain: float) -> None:
         super().__init__()
         # The paper puts no dropout on attention weights (section 5.4 names only residual and embedding dropout).
         self.self_attn = MultiHeadAttention(d_model, n_heads, d_k, d_v, dropout=0.0, qkv_init_gain=qkv_init_gain)
@@ -49,7 +49,7 @@ class DecoderLayer(nn.Module):
     """Masked self-attention, encoder-decoder attention, feed-forward, each with add and norm (section 3.1)."""
 
     def __init__(self, d_model: int, n_heads: int, d_k: int, d_v: int, d_ff: int, dropout: float,
-                 qkv_init_gain: float = 2**-0.5) -> None:
+                 qkv_init_gain: float) -> None:
         super().__init__()
         self.self_attn = MultiHeadAttention(d_model, n_heads, d_k, d_v, dropout=0.0, qkv_init_gain=qkv_init_gain)
         self.cross_attn = MultiHeadAttention(d_model, n_heads, d_k, d_v, dropout=0.0, qkv_init_gain=qkv_init_gain)

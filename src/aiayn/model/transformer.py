@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
+from aiayn.model.attention import QKV_INIT_GAIN
 from aiayn.model.cache import KVCache
 from aiayn.model.embeddings import PositionalEncoding, SharedEmbedding
 from aiayn.model.layers import DecoderLayer, EncoderLayer
@@ -35,7 +36,7 @@ class Transformer(nn.Module):
         pos_encoding: str = "sinusoidal",
         max_positions: int = 1024,
         pad_id: int = 0,
-        qkv_init_gain: float = 2**-0.5,
+        qkv_init_gain: float = QKV_INIT_GAIN,
     ) -> None:
         super().__init__()
         _check_sizes(
