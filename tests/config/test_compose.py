@@ -89,7 +89,12 @@ def test_missing_row_file_is_refused() -> None:
     "override, key",
     [
         ("model.d_ff=-1", "model.d_ff"),
-        ("model.pos_encoding=rotary", "model.pos_encoding"),
+        ("model.pos_encoding=relative", "model.pos_encoding"),
+        ("model.norm_position=middle", "model.norm_position"),
+        ("model.attention_dropout=1.0", "model.attention_dropout"),
+        ("model.pos_encoding=rotary model.d_k=7", "model.d_k"),
+        ("train.grad_clip=-1", "train.grad_clip"),
+        ("train.adam_beta2=1.0", "train.adam_beta2"),
         ("model.dropout=1.5", "model.dropout"),
         ("train.label_smoothing=-0.1", "train.label_smoothing"),
         ("train.keep_last=2", "train.keep_last"),
@@ -102,7 +107,7 @@ def test_missing_row_file_is_refused() -> None:
 )
 def test_values_that_cannot_run_are_refused_with_their_key(override: str, key: str) -> None:
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
-        prepare(compose([override]))
+        prepare(compose(override.split()))
 
 
 def test_prepared_config_is_read_only_and_resolved() -> None:

@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch import Tensor, nn
 
-from aiayn.model import KVCache, Transformer
+from aiayn.model import KVCache, ModelConfig, Transformer
 
 PAD, UNK, BOS, EOS, A, B = 0, 1, 2, 3, 4, 5
 VOCAB = 6
@@ -61,8 +61,8 @@ def scripted():
 def tiny_transformer() -> Transformer:
     """A random tiny Transformer in eval mode (12 tokens; ids 0-3 special)."""
     torch.manual_seed(0)
-    model = Transformer(vocab_size=12, n_layers=2, d_model=32, d_ff=64, n_heads=4, d_k=8, d_v=8, dropout=0.0,
-                        pos_encoding="sinusoidal", max_positions=128, pad_id=PAD)
+    model = Transformer(ModelConfig(n_layers=2, d_model=32, d_ff=64, n_heads=4, d_k=8, d_v=8, dropout=0.0,
+                                    pos_encoding="sinusoidal", max_positions=128), vocab_size=12, pad_id=PAD)
     return model.eval()
 
 

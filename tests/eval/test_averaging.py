@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from aiayn.eval import average_checkpoints, checkpoint_step, select_last
-from aiayn.model import Transformer
+from aiayn.model import ModelConfig, Transformer
 
 
 def _save(path: Path, weights: dict[str, torch.Tensor], step: int = 0, **extra) -> Path:
@@ -47,10 +47,10 @@ def test_entries_outside_the_prefix_are_left_out(tmp_path):
 
 
 def test_averaged_real_model_weights_load_into_the_model(tmp_path):
-    models = [Transformer(vocab_size=10, n_layers=1, d_model=8, d_ff=16, n_heads=2, d_k=4, d_v=4, dropout=0.0)
-              for _ in range(2)]
+    shape = ModelConfig(n_layers=1, d_model=8, d_ff=16, n_heads=2, d_k=4, d_v=4, dropout=0.0)
+    models = [Transformer(shape, vocab_size=10) for _ in range(2)]
     paths = [_save(tmp_path / f"{i}.ckpt", m.state_dict()) for i, m in enumerate(models)]
-    target = Transformer(vocab_size=10, n_layers=1, d_model=8, d_ff=16, n_heads=2, d_k=4, d_v=4, dropout=0.0)
+    target = Transformer(shape, vocab_size=10)
     target.load_state_dict(average_checkpoints(paths))  # strict: every key present, none extra
     name, param = next(iter(models[0].named_parameters()))
     expected = (param + dict(models[1].named_parameters())[name]) / 2

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from aiayn.model import Transformer
+from aiayn.model import ModelConfig, Transformer
 
 VOCAB, PAD = 23, 0
 
@@ -13,8 +13,8 @@ VOCAB, PAD = 23, 0
 def make_model():
     def make(seed: int = 0, **overrides) -> Transformer:
         torch.manual_seed(seed)
-        shape = dict(n_layers=2, d_model=32, d_ff=64, n_heads=4, d_k=8, d_v=6, dropout=0.0, pad_id=PAD)
-        return Transformer(VOCAB, **(shape | overrides)).eval()
+        shape = dict(n_layers=2, d_model=32, d_ff=64, n_heads=4, d_k=8, d_v=6, dropout=0.0)
+        return Transformer(ModelConfig(**(shape | overrides)), VOCAB, PAD).eval()
 
     return make
 

@@ -122,12 +122,12 @@ def test_qkv_init_gain_scales_xavier_of_each_projection(gain):
 def test_default_qkv_init_matches_torch_packed_in_projection():
     """The default init draws each of W_Q, W_K, W_V as `nn.MultiheadAttention` does: Xavier over the packed
     (3D, D) matrix, which is Xavier over one (D, D) projection times 1/sqrt(2) (docs/departures.md#initialisation)."""
-    from aiayn.config.schema import ModelConfig
-    from aiayn.model import Transformer
+    from aiayn.model import ModelConfig, Transformer
 
     torch.manual_seed(0)
     ours = MultiHeadAttention(512, 8, 64, 64).w_qkv.weight.detach()
     torch_packed = torch.nn.MultiheadAttention(512, 8).in_proj_weight.detach()
     assert ours.std().item() == pytest.approx(torch_packed.std().item(), rel=0.01)
-    default_gain = Transformer(16, 1, 8, 16, 2, 4, 4).encoder[0].self_attn.qkv_init_gain
+    default_gain = Transformer(ModelConfig(n_layers=1, d_model=8, d_ff=16, n_heads=2, d_k=4, d_v=4), 16
+                               ).encoder[0].self_attn.qkv_init_gain
     assert default_gain == ModelConfig().qkv_init_gain == pytest.approx(2**-0.5)

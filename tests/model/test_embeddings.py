@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from aiayn.model.embeddings import PositionalEncoding, SharedEmbedding, sinusoidal_table
+from aiayn.model.embeddings import PositionalEncoding, TokenEmbedding, sinusoidal_table
 
 
 def _offset_matrix(k: int, d_model: int) -> torch.Tensor:
@@ -50,8 +50,8 @@ def test_learned_and_none():
 
 
 def test_bad_kind_and_positions_beyond_max_are_errors():
-    with pytest.raises(ValueError, match="'rotary'"):
-        PositionalEncoding("rotary", 8, 20)
+    with pytest.raises(ValueError, match="'relative'"):
+        PositionalEncoding("relative", 8, 20)
     with pytest.raises(ValueError, match="max_positions=20"):
         PositionalEncoding("sinusoidal", 8, 20)(5, offset=16)
     with pytest.raises(ValueError, match="even d_model"):
@@ -59,7 +59,7 @@ def test_bad_kind_and_positions_beyond_max_are_errors():
 
 
 def test_shared_embedding_scales_by_sqrt_d_model_and_projects_with_the_same_weight():
-    emb = SharedEmbedding(11, 16)
+    emb = TokenEmbedding(11, 16)
     tokens = torch.tensor([[3, 5]])
     torch.testing.assert_close(emb(tokens)[0, 1], emb.weight[5] * 4.0)
     x = torch.randn(1, 2, 16)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from aiayn.model import Transformer
+from aiayn.model import ModelConfig, Transformer
 from aiayn.train.loss import label_smoothed_nll_loss
 from aiayn.train.schedule import inverse_sqrt_lr
 
@@ -21,7 +21,7 @@ def _copy_batch(n: int, length: int, seed: int) -> tuple[torch.Tensor, torch.Ten
 @pytest.mark.slow
 def test_tiny_model_overfits_a_copy_task():
     torch.manual_seed(0)
-    model = Transformer(VOCAB, n_layers=2, d_model=64, d_ff=128, n_heads=4, d_k=16, d_v=16, dropout=0.0)
+    model = Transformer(ModelConfig(n_layers=2, d_model=64, d_ff=128, n_heads=4, d_k=16, d_v=16, dropout=0.0), VOCAB)
     optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda k: inverse_sqrt_lr(k + 1, 64, 100, factor=0.5))
     src, tgt_in, tgt_out = _copy_batch(32, 8, seed=1)

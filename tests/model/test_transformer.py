@@ -5,7 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from aiayn.model import Transformer, src_mask, tgt_mask
+from aiayn.model import ModelConfig, Transformer, src_mask, tgt_mask
 
 PAD = 0
 
@@ -63,7 +63,7 @@ def test_padding_matters_only_through_the_mask(make_model, tokens):
 
 def test_layer_norm_without_gain_and_bias_is_invariant_to_affine_maps(make_model):
     model = make_model()
-    norm = model.encoder[0].norm_1
+    norm = model.encoder[0].res_attn.norm
     with torch.no_grad():
         norm.reset_parameters()  # gain 1, bias 0: the normalisation alone
     z = torch.randn(4, 32, generator=torch.Generator().manual_seed(0))
@@ -84,7 +84,7 @@ def test_dropout_is_active_only_in_training(make_model, tokens):
 
 def _count(**shape) -> int:
     with torch.device("meta"):  # no memory, no init cost: only the shapes matter
-        return Transformer(37000, **shape).num_parameters()
+        return Transformer(ModelConfig(**shape), 37000).num_parameters()
 
 
 def _formula(vocab=37000, n_layers=6, d_model=512, d_ff=2048, n_heads=8, d_k=64, d_v=64) -> int:
@@ -108,15 +108,17 @@ def test_parameter_counts_at_paper_shapes():
 
 @pytest.mark.parametrize("name, value", [("d_model", 0), ("n_heads", -1), ("d_k", 2.5), ("vocab_size", 0)])
 def test_bad_sizes_name_the_argument(name, value):
-    args = {"vocab_size": 10, name: value}
+    vocab, shape = (value, {}) if name == "vocab_size" else (10, {name: value})
     with pytest.raises(ValueError, match=name):
-        Transformer(**args)
+        Transformer(ModelConfig(**shape), vocab)
 
 
 def test_bad_pos_encoding_dropout_and_pad_are_errors():
     with pytest.raises(ValueError, match="'absolute'"):
-        Transformer(10, pos_encoding="absolute")
+        Transformer(ModelConfig(pos_encoding="absolute"), 10)
     with pytest.raises(ValueError, match="dropout"):
-        Transformer(10, dropout=1.0)
+        Transformer(ModelConfig(dropout=1.0), 10)
+    with pytest.raises(ValueError, match="attention_dropout"):
+        Transformer(ModelConfig(attention_dropout=-0.1), 10)
     with pytest.raises(ValueError, match="pad_id=10"):
-        Transformer(10, pad_id=10)
+        Transformer(ModelConfig(), 10, pad_id=10)

@@ -11,7 +11,7 @@ import torch
 
 from aiayn.config import compose
 from aiayn.eval.stage import load_model
-from aiayn.train.fit import lock_run_dir
+from aiayn.train.run_dir import lock_run_dir
 from aiayn.train.module import TranslationModule
 
 
@@ -57,7 +57,7 @@ def test_a_checkpoint_of_another_config_is_moved_aside_not_loaded(stage, overrid
     (run_dir / "checkpoints").mkdir(parents=True)
     for name, data in original.items():
         (run_dir / "checkpoints" / name).write_bytes(data)
-    with caplog.at_level(logging.WARNING, logger="aiayn.train.fit"):
+    with caplog.at_level(logging.WARNING, logger="aiayn.train.run_dir"):
         summary = stage("train").run(compose(overrides(tmp_path, "model.d_ff=48", "train.label_smoothing=0.2")))
     assert "model.d_ff: checkpoint 64 != now 48" in caplog.text
     assert "train.label_smoothing: checkpoint 0.1 != now 0.2" in caplog.text
@@ -101,7 +101,7 @@ def test_a_code_change_retrains_instead_of_resuming(tmp_path) -> None:
     """dvc repro reruns train when its code changes; the kept checkpoints of the old code must not be resumed."""
     import torch
 
-    from aiayn.train.fit import code_sha256, resume_checkpoint
+    from aiayn.train.run_dir import code_sha256, resume_checkpoint
 
     assert code_sha256() == code_sha256()  # stable for unchanged code
     ckpt_dir = tmp_path / "checkpoints"

@@ -13,7 +13,7 @@ import torch
 from aiayn.config import compose
 from aiayn.eval.stage import load_model
 from aiayn.train.callbacks import AtomicCheckpointIO
-from aiayn.train.fit import lock_run_dir, resume_checkpoint
+from aiayn.train.run_dir import lock_run_dir, resume_checkpoint
 
 
 def curve(run_dir: Path) -> list[dict]:

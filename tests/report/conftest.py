@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+PAPER_ROWS = ("base", "A1", "A3", "C5", "D1", "big")  # rows the fabricated runs say they reproduce (row.paper)
+TABLE2 = {"base": "Transformer (base model)", "big": "Transformer (big)"}
 WORDS = "the quick brown fox jumps over a lazy dog while seven small birds sing in green old trees".split()
 
 
@@ -28,7 +30,9 @@ def write_run(runs: Path, row: str, seed: int, *, dev_bleu: float | None, dev_pp
     path.mkdir(parents=True)
     model = model or dict(n_layers=1, d_model=16, d_ff=32, n_heads=2, d_k=8, d_v=8, dropout=0.1,
                           pos_encoding="sinusoidal")
-    config = dict(row=dict(name=row), seed=seed, scale=dict(name="tiny"),
+    meta = dict(name=row, tables=["table2", "table3"] if row in TABLE2 else ["table3"],
+                paper=dict(table3=row if row in PAPER_ROWS else None, table2=TABLE2.get(row)))
+    config = dict(row=meta, seed=seed, scale=dict(name="tiny"),
                   data=dict(name="synthetic", src_lang="en", tgt_lang="de"), model=model,
                   train=dict(label_smoothing=0.1, max_steps=10))
     (path / "config.yaml").write_text(yaml.safe_dump(config))
@@ -45,7 +49,7 @@ def write_run(runs: Path, row: str, seed: int, *, dev_bleu: float | None, dev_pp
     if hyps is not None:
         for split in ("valid", "test"):
             (path / f"hyps.{split}.txt").write_text("\n".join(hyps) + "\n")
-    (path / "curve.csv").write_text("step,train_loss,val_loss,val_ppl,lr\n1,5.0,,,0.001\n5,4.0,4.2,66.7,0.002\n"
+    (path / "curve.csv").write_text("step,train_loss,val_loss,val_ppl,train_lr\n1,5.0,,,0.001\n5,4.0,4.2,66.7,0.002\n"
                                     f"10,3.0,3.1,{dev_ppl},0.003\n")
     return path
 

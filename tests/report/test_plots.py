@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from aiayn.report.collect import read_curve
+from aiayn.curve import read_curve
 from aiayn.report.plots import plot_bleu_by_row, plot_learning_curves
 
 PNG = b"\x89PNG\r\n\x1a\n"

@@ -14,7 +14,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
 from omegaconf import OmegaConf
 
-from aiayn.config.compose import CONF_DIR, register_configs
+from aiayn.config.composition import CONF_DIR, register_configs
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -1,8 +1,23 @@
-"""Config schemas, registration with Hydra, composition for tests and scripts, and row resolution."""
-from aiayn.config.compose import CONF_DIR, compose, register_configs
-from aiayn.config.params import read_params_list
-from aiayn.config.resolve import ConfigError, prepare, resolve_row
-from aiayn.config.schema import Config
+"""Config schemas, registration with Hydra, composition for tests and scripts, and row resolution.
 
-__all__ = ["CONF_DIR", "Config", "ConfigError", "compose", "prepare", "read_params_list", "register_configs",
-           "resolve_row"]
+Names are imported on first use (PEP 562), so that `aiayn.config.schema`, plain dataclasses, imports without Hydra:
+the model builds from its schema (aiayn.model) and stays plain PyTorch.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "CONF_DIR": "composition", "compose": "composition", "register_configs": "composition",
+    "read_params_list": "params",
+    "ConfigError": "resolve", "prepare": "resolve", "resolve_row": "resolve",
+    "Config": "schema",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'aiayn.config' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"aiayn.config.{_EXPORTS[name]}"), name)

@@ -7,8 +7,10 @@ from typing import Any, Callable
 import hydra
 from omegaconf import DictConfig
 
-from aiayn.config.compose import CONF_DIR, register_configs
+from aiayn.config.composition import CONF_DIR, register_configs
 from aiayn.config.params import read_params_list, seeds_per_row
+from aiayn.config.resolve import ConfigError
+from aiayn.config.rowfile import check_row_overrides
 from aiayn.tracking import SECRET_KEY
 
 SEEDS_FROM = "seeds_from="
@@ -56,5 +58,9 @@ def hydra_main(run: Callable[[DictConfig], Any]) -> None:
     """Run `run(cfg)` under `@hydra.main` on conf/config.yaml (overrides, multirun and launchers included)."""
     sys.argv[1:] = expand_seeds_from(sys.argv[1:])
     refuse_secret_overrides(sys.argv[1:])
+    try:
+        check_row_overrides(sys.argv[1:], CONF_DIR)
+    except ConfigError as err:
+        sys.exit(f"error: {err}")
     register_configs()
     hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")(run)()

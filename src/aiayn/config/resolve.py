@@ -1,69 +1,105 @@
 """Turning a composed config into the run's config: apply the row at the scale, then validate everything.
 
-A row holds the paper's values for what it changes (conf/row/*.yaml). At a scale whose base model differs from the
-paper's, a size becomes `scale_base * row_value / paper_base`: "d_model: 256" is half the scale's base width.
+A row (conf/row/*.yaml) is a typed patch over `model`, `train` and `decode` (schema.RowConfig). Keys the schemas
+mark `relative` are in the paper's units: at a scale whose value differs from the paper's, a value v becomes
+`scale_value * v / paper_value`, so "model.d_model: 256" is half the scale's base width. Every other key is
+absolute.
 """
 from __future__ import annotations
 
 import copy
+import dataclasses
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from aiayn.config.schema import ModelConfig, TrainConfig
+from aiayn.config.schema import ROW_GROUPS, TABLES, ModelConfig, choices, relative_keys
 
-PAPER_BASE = ModelConfig()
-PAPER_STEPS = TrainConfig().max_steps
-SIZE_KEYS = ("n_layers", "d_model", "d_ff", "n_heads", "d_k", "d_v")
-POS_ENCODINGS = ("sinusoidal", "learned", "none")
+SIZE_KEYS = relative_keys(ModelConfig)
 
 
 class ConfigError(ValueError):
     """A config that cannot run; the message names the key (and the row or scale) and the reason."""
 
 
-def scaled_size(key: str, row_value: int, scale_base: int, row: str, scale: str) -> int:
-    """The row's change of `key`, relative to the paper's base, applied to the scale's base value."""
-    value = scale_base * row_value / getattr(PAPER_BASE, key)
+def row_file(name: str) -> str:
+    """Where row `name` lives, for messages (conf/row/<name>.yaml)."""
+    return f"conf/row/{name}.yaml"
+
+
+def paper_value(group: str, key: str) -> Any:
+    """The paper's value of `group.key`: the schema default."""
+    return next(f.default for f in dataclasses.fields(ROW_GROUPS[group]) if f.name == key)
+
+
+def scaled(group: str, key: str, row_value: int, scale_value: int, row: str, scale: str) -> int:
+    """The row's value of a relative key, given in the paper's units, applied to the scale's value."""
+    ratio = row_value / paper_value(group, key)
+    value = scale_value * ratio
     if value < 1 - 1e-9:
         raise ConfigError(
-            f"row '{row}' does not fit scale '{scale}': {key}={row_value} at paper scale is "
-            f"{row_value / getattr(PAPER_BASE, key):g}x base, which makes {key}={value:g} (< 1) at this scale "
-            f"(its base {key} is {scale_base}); use a larger scale or drop the row"
+            f"row '{row}' does not fit scale '{scale}' ({row_file(row)}): {group}.{key}={row_value} at paper scale "
+            f"is {ratio:g}x the paper's {paper_value(group, key)}, which makes {key}={value:g} (< 1) at this scale "
+            f"(its {key} is {scale_value}); use a larger scale or drop the row"
         )
     return max(1, round(value))
 
 
 def resolve_row(cfg: DictConfig) -> DictConfig:
-    """Return a copy of `cfg` with `row` applied to `model` and `train` (sizes scaled, the rest absolute)."""
+    """Return a copy of `cfg` with the row's patch applied to `model`, `train` and `decode` (relative keys scaled,
+    the rest absolute)."""
     out = copy.deepcopy(cfg)
     row, scale = cfg.row, cfg.scale.name
-    for key in SIZE_KEYS:
-        if row[key] is not None:
-            out.model[key] = scaled_size(key, row[key], cfg.model[key], row.name, scale)
-    for key in ("dropout", "pos_encoding"):
-        if row[key] is not None:
-            out.model[key] = row[key]
-    if row.label_smoothing is not None:
-        out.train.label_smoothing = row.label_smoothing
-    if row.train_steps is not None:
-        out.train.max_steps = max(1, round(cfg.train.max_steps * row.train_steps / PAPER_STEPS))
+    for group, schema in ROW_GROUPS.items():
+        relative, allowed = relative_keys(schema), choices(schema)
+        for key, value in row[group].items():
+            if value is None:
+                continue
+            if key in allowed and value not in allowed[key]:
+                raise ConfigError(f"{row_file(row.name)}: {group}.{key}={value!r} is not one of {allowed[key]}")
+            out[group][key] = scaled(group, key, value, cfg[group][key], row.name, scale) if key in relative \
+                else value
+    if row.train.batch_tokens is not None and out.train.max_tokens > out.train.batch_tokens:
+        out.train.max_tokens = out.train.batch_tokens  # a micro-batch never exceeds the row's (smaller) update
     if cfg.train.keep_last is None:
         out.train.keep_last = row.average_last if row.average_last > 1 else 0
     return out
 
 
+def _check_choices(cfg: DictConfig) -> None:
+    for group, schema in ROW_GROUPS.items():
+        for key, allowed in choices(schema).items():
+            if cfg[group][key] not in allowed:
+                raise ConfigError(f"{group}.{key}={cfg[group][key]!r} is not one of {allowed}")
+    unknown = [t for t in cfg.row.tables if t not in TABLES]
+    if unknown:
+        raise ConfigError(f"{row_file(cfg.row.name)}: tables lists {unknown[0]!r}; a row can be in {TABLES}")
+
+
 def validate(cfg: DictConfig) -> None:
     """Refuse, before any work starts, a config whose values cannot run; the message names the key."""
+    _check_choices(cfg)
     m, t = cfg.model, cfg.train
     for key in SIZE_KEYS:
         if m[key] < 1:
             raise ConfigError(f"model.{key}={m[key]} must be a positive integer (row '{cfg.row.name}')")
-    if m.pos_encoding not in POS_ENCODINGS:
-        raise ConfigError(f"model.pos_encoding={m.pos_encoding!r} is not one of {POS_ENCODINGS}")
-    if not 0.0 <= m.dropout < 1.0:
-        raise ConfigError(f"model.dropout={m.dropout} must be in [0, 1)")
+    for key in ("dropout", "attention_dropout"):
+        if not 0.0 <= m[key] < 1.0:
+            raise ConfigError(f"model.{key}={m[key]} must be in [0, 1)")
+    if m.pos_encoding == "sinusoidal" and m.d_model % 2:
+        raise ConfigError(f"model.d_model={m.d_model} must be even for sinusoidal positions (row '{cfg.row.name}')")
+    if m.pos_encoding == "rotary" and m.d_k % 2:
+        raise ConfigError(f"model.d_k={m.d_k} must be even for rotary positions, which rotate pairs of query/key "
+                          f"dimensions (row '{cfg.row.name}')")
     if not 0.0 <= t.label_smoothing < 1.0:
         raise ConfigError(f"train.label_smoothing={t.label_smoothing} must be in [0, 1)")
+    if t.grad_clip < 0:
+        raise ConfigError(f"train.grad_clip={t.grad_clip} must be >= 0 (0: no clipping)")
+    if not (0.0 <= t.adam_beta1 < 1.0 and 0.0 <= t.adam_beta2 < 1.0):
+        raise ConfigError(f"train.adam_beta1={t.adam_beta1} and train.adam_beta2={t.adam_beta2} must be in [0, 1)")
+    for key in ("lr_factor", "adam_eps"):
+        if not t[key] > 0:
+            raise ConfigError(f"train.{key}={t[key]} must be > 0")
     for key in ("max_steps", "batch_tokens", "max_tokens", "warmup_steps", "val_every_steps", "log_every_steps"):
         if t[key] < 1:
             raise ConfigError(f"train.{key}={t[key]} must be >= 1")
@@ -86,8 +122,6 @@ def validate(cfg: DictConfig) -> None:
             f"train.keep_last={t.keep_last} keeps fewer checkpoints than row '{cfg.row.name}' averages "
             f"(row.average_last={cfg.row.average_last})"
         )
-    if cfg.decode.strategy not in ("beam", "greedy"):
-        raise ConfigError(f"decode.strategy={cfg.decode.strategy!r} is not 'beam' or 'greedy'")
     if cfg.decode.beam_size < 1:
         raise ConfigError(f"decode.beam_size={cfg.decode.beam_size} must be >= 1")
     for key in ("train_size", "valid_size", "test_size", "vocab_size"):

@@ -2,11 +2,40 @@
 
 The dataclass defaults are the paper's values (base model, section 3 and 5); `conf/` holds every other value,
 once. A misspelt key fails when the config is composed, before any work starts.
+
+Two kinds of field are marked here, once, and everything else derives from the marks: `relative(...)` is a size
+or step count that a row (conf/row/) changes *relative to the paper's value*, so that "d_model: 256" means half the
+scale's base width at every scale (RowConfig); `choice(...)` is a string with a fixed set of values, checked before
+anything runs (aiayn.config.resolve). Every other key a row sets is absolute.
 """
 from __future__ import annotations
 
+import dataclasses
+import typing
 from dataclasses import dataclass, field
 from typing import Any, List, Optional
+
+RELATIVE, CHOICES = "aiayn_relative", "aiayn_choices"
+
+
+def relative(default: int) -> Any:
+    """A size or step count whose paper value is `default`; a row's value v becomes scale_value * v / default."""
+    return field(default=default, metadata={RELATIVE: True})
+
+
+def choice(default: str, *others: str) -> Any:
+    """A string that must be one of (default, *others); the default is the paper's."""
+    return field(default=default, metadata={CHOICES: (default, *others)})
+
+
+def relative_keys(schema: type) -> tuple[str, ...]:
+    """The fields of `schema` marked `relative`."""
+    return tuple(f.name for f in dataclasses.fields(schema) if f.metadata.get(RELATIVE))
+
+
+def choices(schema: type) -> dict[str, tuple[str, ...]]:
+    """Field name -> allowed values, for the fields of `schema` marked `choice`."""
+    return {f.name: f.metadata[CHOICES] for f in dataclasses.fields(schema) if CHOICES in f.metadata}
 
 
 @dataclass
@@ -51,17 +80,32 @@ class DataConfig:
 
 @dataclass
 class ModelConfig:
-    """The paper's base model (Table 3, first row); rows and scales change it."""
+    """The paper's base model (Table 3, first row; section 3); scales resize it and rows change it.
 
-    n_layers: int = 6
-    d_model: int = 512
-    d_ff: int = 2048
-    n_heads: int = 8
-    d_k: int = 64
-    d_v: int = 64
-    dropout: float = 0.1  # P_drop, section 5.4
-    pos_encoding: str = "sinusoidal"  # sinusoidal | learned (Table 3 row E) | none
-    max_positions: int = 1024  # table size of learned positions; sinusoids are computed to this length
+    The switches below the sizes are what later work ablates; each defaults to the paper's choice.
+    """
+
+    n_layers: int = relative(6)  # N, encoder and decoder each
+    d_model: int = relative(512)
+    d_ff: int = relative(2048)
+    n_heads: int = relative(8)  # h
+    d_k: int = relative(64)
+    d_v: int = relative(64)
+    dropout: float = 0.1  # P_drop: residual and embedding dropout, section 5.4
+    # Dropout on the attention weights; the paper has none (section 5.4), tensor2tensor and fairseq expose it.
+    attention_dropout: float = 0.0
+    # post: LayerNorm(x + Sublayer(x)) (section 3.1); pre: x + Sublayer(LayerNorm(x)) and a final LayerNorm after
+    # each stack (Wang et al. 2019, "Learning Deep Transformer Models for Machine Translation").
+    norm_position: str = choice("post", "pre")
+    # all: one matrix for source and target embeddings and the pre-softmax projection (section 3.4); decoder: the
+    # target embedding and the projection share one, the source has its own (fairseq's
+    # share_decoder_input_output_embed); none: three matrices.
+    share_embeddings: str = choice("all", "decoder", "none")
+    activation: str = choice("relu", "gelu")  # of the feed-forward network, Eq. 2 (ReLU); GELU: Hendrycks & Gimpel
+    # sinusoidal (section 3.5) | learned (Table 3 row E) | none | rotary (Su et al. 2021: queries and keys of
+    # self-attention rotated by position, nothing added to the embeddings)
+    pos_encoding: str = choice("sinusoidal", "learned", "none", "rotary")
+    max_positions: int = 1024  # table size of learned positions; sinusoids and rotations are computed to this length
     # Xavier gain of W_Q, W_K, W_V (the paper gives no init). Departure: see docs/departures.md#initialisation
     qkv_init_gain: float = 0.7071067811865476  # 1/sqrt(2), as nn.MultiheadAttention and fairseq
 
@@ -70,11 +114,12 @@ class ModelConfig:
 class TrainConfig:
     """Section 5: optimizer, schedule, batching, regularisation; plus checkpointing and logging cadence."""
 
-    max_steps: int = 100_000
-    batch_tokens: int = 25_000  # per optimizer step, source and target each (section 5.1), all devices together
+    max_steps: int = relative(100_000)
+    batch_tokens: int = relative(25_000)  # per optimizer step, source and target each (section 5.1), all devices
+    # together
     max_tokens: int = 4096  # per micro-batch on one device; accumulation = batch_tokens / (max_tokens * devices)
     lr_factor: float = 1.0  # multiplies Eq. 3; 1.0 is the paper
-    warmup_steps: int = 4000
+    warmup_steps: int = relative(4000)
     adam_beta1: float = 0.9
     adam_beta2: float = 0.98
     adam_eps: float = 1e-9
@@ -112,7 +157,7 @@ class TrainerConfig:
 class DecodeConfig:
     """Section 6.1: beam 4, length penalty alpha 0.6, max output length = input length + 50."""
 
-    strategy: str = "beam"  # beam | greedy
+    strategy: str = choice("beam", "greedy")
     beam_size: int = 4
     length_penalty: float = 0.6
     max_len_b: int = 50
@@ -132,32 +177,49 @@ class LoggerConfig:
     init_timeout: float = 60.0  # seconds wandb may take to reach its server before the run goes on without it
 
 
+def patch_of(schema: type) -> type:
+    """The row patch of a group schema: the same fields, each optional, None meaning "as the scale has it"."""
+    hints = typing.get_type_hints(schema)
+    specs = [(f.name, Optional[hints[f.name]], field(default=None)) for f in dataclasses.fields(schema)]
+    return dataclasses.make_dataclass(schema.__name__.replace("Config", "Patch"), specs)
+
+
+# The groups a row may change. Data is not among them: every row trains on the one corpus and tokenizer that the
+# fetch and bpe stages make, so a row's data.* would be silently ignored.
+ModelPatch, TrainPatch, DecodePatch = patch_of(ModelConfig), patch_of(TrainConfig), patch_of(DecodeConfig)
+ROW_GROUPS = {"model": ModelConfig, "train": TrainConfig, "decode": DecodeConfig}
+TABLES = ("table2", "table3")
+
+
+@dataclass
+class PaperRef:
+    """Which of the paper's published rows a row reproduces (aiayn/report/paper_tables.yaml); null: none."""
+
+    table3: Optional[str] = None  # its Table 3 row by our name: base, A1 .. E, big
+    table2: Optional[str] = None  # its Table 2 system, e.g. "Transformer (base model)"
+
+
 @dataclass
 class RowConfig:
-    """One row of Table 3 (or a model of Table 2) as a change to base, in the paper's units.
+    """One row of Table 3 (or a system of Table 2): metadata, and a typed patch over model, train and decode.
 
-    Sizes are relative: at any scale a size becomes scale_base * (row_value / paper_base), so "d_model: 256"
-    means half the scale's base width. None = unchanged from base.
+    Keys marked `relative` in the schemas above (sizes, max_steps, warmup_steps, batch_tokens) are given in the
+    paper's units and scaled: at any scale a value v becomes scale_value * v / paper_value, so "model.d_model: 256"
+    means half the scale's base width. Every other key is absolute. Unset keys leave the scale's value.
     """
 
-    name: str = "base"
+    name: str = "base"  # the row file's name (conf/row/<name>.yaml) and its run folders' (runs/<name>/)
     description: str = "base model"
-    n_layers: Optional[int] = None
-    d_model: Optional[int] = None
-    d_ff: Optional[int] = None
-    n_heads: Optional[int] = None
-    d_k: Optional[int] = None
-    d_v: Optional[int] = None
-    dropout: Optional[float] = None
-    label_smoothing: Optional[float] = None
-    pos_encoding: Optional[str] = None
-    train_steps: Optional[int] = None  # paper units (base: 100000)
+    # Which tables show the row. table2: evaluate also decodes the test set (newstest2014); Table 3 rows are
+    # compared on the dev set only (newstest2013), as in the paper.
+    tables: List[str] = field(default_factory=lambda: ["table3"])
+    paper: PaperRef = field(default_factory=PaperRef)
     # Checkpoints averaged at evaluation (section 6.1); 0 = last checkpoint only.
     # Departure: see docs/departures.md#checkpoint-averaging-for-table3
     average_last: int = 0
-    # A system of Table 2 (base, big): evaluate also decodes the test set (newstest2014). Table 3 rows are
-    # compared on the dev set only (newstest2013), as in the paper.
-    table2: bool = False
+    model: ModelPatch = field(default_factory=ModelPatch)
+    train: TrainPatch = field(default_factory=TrainPatch)
+    decode: DecodePatch = field(default_factory=DecodePatch)
 
 
 @dataclass

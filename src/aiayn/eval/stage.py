@@ -21,7 +21,7 @@ from aiayn.eval.bleu import sacre_bleu
 from aiayn.eval.evaluate import score_translations
 from aiayn.eval.perplexity import dev_perplexity
 from aiayn.io import atomic_write_json, atomic_write_text, read_json, read_lines
-from aiayn.model import Transformer
+from aiayn.model import ModelConfig, Transformer
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +32,7 @@ def load_model(ckpt_dir: Path, average_last: int, device: torch.device) -> tuple
         _open_checkpoint(ckpt_dir / "last.ckpt")  # select_last reads its step: name it if it is unreadable
     paths = select_last(ckpt_dir, average_last)
     hparams = [_open_checkpoint(p) for p in paths][-1]["hyper_parameters"]
-    model = Transformer(vocab_size=hparams["vocab_size"], pad_id=hparams["pad_id"], **hparams["model"])
+    model = Transformer(ModelConfig(**hparams["model"]), hparams["vocab_size"], hparams["pad_id"])
     model.load_state_dict(average_checkpoints(paths))
     return model.to(device).eval(), paths
 
@@ -62,7 +62,7 @@ def decode_split(cfg: DictConfig, model, tokenizer, split: str, device
 
 def evaluate(cfg: DictConfig) -> dict[str, Any]:
     """Score run `runs/{row}/seed{seed}` into `evals/{row}/seed{seed}/`: eval.json and hyps.valid.txt, plus
-    hyps.test.txt and the test scores for a system of Table 2 (`row.table2`)."""
+    hyps.test.txt and the test scores for a row in Table 2 (`table2` in `row.tables`)."""
     tracking.refuse_secrets(cfg)
     run_dir, eval_dir, bpe_dir = Path(cfg.paths.run_dir), Path(cfg.paths.eval_dir), Path(cfg.paths.bpe)
     eval_dir.mkdir(parents=True, exist_ok=True)
@@ -75,7 +75,7 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
                                   "beam_size": cfg.decode.beam_size if cfg.decode.strategy == "beam" else 1,
                                   "length_penalty": cfg.decode.length_penalty, "strategy": cfg.decode.strategy}
         lines = {}
-        splits = (("valid", "dev_"), ("test", "")) if cfg.row.table2 else (("valid", "dev_"),)
+        splits = (("valid", "dev_"), ("test", "")) if "table2" in cfg.row.tables else (("valid", "dev_"),)
         for split, prefix in splits:
             hyps, refs, speed, sources = decode_split(cfg, model, tokenizer, split, device)
             lines[split] = len(refs)

@@ -10,9 +10,14 @@ import math
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-# Xavier gain of W_Q, W_K, W_V: nn.MultiheadAttention's packed init, fairseq's. Departure: see
-# docs/departures.md#initialisation (ModelConfig.qkv_init_gain holds the same default, without importing torch).
-QKV_INIT_GAIN = 2**-0.5
+from aiayn.config.schema import ModelConfig
+from aiayn.model.embeddings import rotate
+
+Rotary = tuple[Tensor, Tensor]  # (cos, sin) of the positions, each (L, d_k/2): PositionalEncoding.rotary
+
+# Xavier gain of W_Q, W_K, W_V: nn.MultiheadAttention's packed init, fairseq's (1/sqrt(2), the schema's default).
+# Departure: see docs/departures.md#initialisation
+QKV_INIT_GAIN = ModelConfig.qkv_init_gain
 
 
 def _guard_empty_rows(mask: Tensor) -> tuple[Tensor, Tensor]:
@@ -66,7 +71,7 @@ class MultiHeadAttention(nn.Module):
     W_Q, W_K (D -> H*d_k) and W_V (D -> H*d_v) are stored as one packed matrix so that self-attention
     projects with a single matmul; cross-attention uses slices (views) of it. Each is Xavier-initialised with gain
     `qkv_init_gain` (1/sqrt(2) by default, as `nn.MultiheadAttention`'s packed init and fairseq). `dropout` acts on the
-    attention weights; the paper uses none there (the Transformer passes 0.0).
+    attention weights; the paper uses none there (model.attention_dropout, default 0.0).
     """
 
     def __init__(self, d_model: int, n_heads: int, d_k: int, d_v: int, dropout: float = 0.0,
@@ -94,11 +99,15 @@ class MultiHeadAttention(nn.Module):
         batch, length, _ = x.shape
         return x.view(batch, length, self.n_heads, d_head).transpose(1, 2)  # (B, H, L, d_head)
 
-    def project_qkv(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """Self-attention projections of x (B, T, D) -> q, k (B, H, T, d_k) and v (B, H, T, d_v)."""
+    def project_qkv(self, x: Tensor, rotary: Rotary | None = None) -> tuple[Tensor, Tensor, Tensor]:
+        """Self-attention projections of x (B, T, D) -> q, k (B, H, T, d_k) and v (B, H, T, d_v); with `rotary`,
+        q and k rotated by their positions."""
         hk = self.n_heads * self.d_k
         q, k, v = self.w_qkv(x).split([hk, hk, self.n_heads * self.d_v], dim=-1)
-        return self._split(q, self.d_k), self._split(k, self.d_k), self._split(v, self.d_v)
+        q, k, v = self._split(q, self.d_k), self._split(k, self.d_k), self._split(v, self.d_v)
+        if rotary is not None:
+            q, k = rotate(q, *rotary), rotate(k, *rotary)
+        return q, k, v
 
     def project_q(self, x: Tensor) -> Tensor:
         """Query projection only, (B, T, D) -> (B, H, T, d_k)."""
@@ -119,10 +128,12 @@ class MultiHeadAttention(nn.Module):
         batch, _, length, _ = out.shape
         return self.w_o(out.transpose(1, 2).reshape(batch, length, self.n_heads * self.d_v))  # (B, T, H*d_v)
 
-    def forward(self, x: Tensor, memory: Tensor | None = None, mask: Tensor | None = None) -> Tensor:
-        """Self-attention over x when memory is None, otherwise x attends to memory."""
+    def forward(self, x: Tensor, memory: Tensor | None = None, mask: Tensor | None = None,
+                rotary: Rotary | None = None) -> Tensor:
+        """Self-attention over x when memory is None (positions rotated with `rotary`), otherwise x attends to
+        memory."""
         if memory is None:
-            q, k, v = self.project_qkv(x)
+            q, k, v = self.project_qkv(x, rotary)
         else:
             q = self.project_q(x)
             k, v = self.project_kv(memory)

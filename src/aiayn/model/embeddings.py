@@ -1,6 +1,6 @@
-"""Shared token embeddings (section 3.4) and positional encodings (section 3.5, Table 3 row E).
+"""Token embeddings (section 3.4) and position signals (section 3.5, Table 3 row E, rotary).
 
-Dimensions: B batch, L sequence length, V vocabulary size, D = d_model, P = max_positions.
+Dimensions: B batch, H heads, L sequence length, V vocabulary size, D = d_model, P = max_positions, d_k key size.
 """
 from __future__ import annotations
 
@@ -10,7 +10,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-POS_ENCODINGS = ("sinusoidal", "learned", "none")
+from aiayn.config.schema import ModelConfig, choices
+
+POS_ENCODINGS = choices(ModelConfig)["pos_encoding"]
+ADDITIVE = ("sinusoidal", "learned")  # added to the embeddings; rotary acts inside self-attention instead
 
 
 def sinusoidal_table(n_positions: int, d_model: int, dtype: torch.dtype = torch.float32) -> Tensor:
@@ -25,10 +28,19 @@ def sinusoidal_table(n_positions: int, d_model: int, dtype: torch.dtype = torch.
     return table.reshape(n_positions, d_model).to(dtype)  # (P, D), sin/cos interleaved
 
 
-class PositionalEncoding(nn.Module):
-    """Position signal added to the embeddings: fixed sinusoids, learned (Table 3 row E) or none."""
+def rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """Rotary position embedding (Su et al. 2021): each pair (x_i, x_{i + d/2}) of x (..., L, d) rotated by its
+    position's angles; cos/sin (L, d/2). Then q_m . k_n depends on the positions only through m - n."""
+    x1, x2 = x.chunk(2, dim=-1)  # (..., L, d/2) each
+    cos, sin = cos.to(x.dtype), sin.to(x.dtype)  # the tables are float32; under autocast x may be bf16
+    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
 
-    def __init__(self, kind: str, d_model: int, max_positions: int) -> None:
+
+class PositionalEncoding(nn.Module):
+    """Position signal: sinusoids or a learned table added to the embeddings, rotary angles for self-attention
+    (queries and keys), or none."""
+
+    def __init__(self, kind: str, d_model: int, max_positions: int, d_k: int | None = None) -> None:
         super().__init__()
         if kind not in POS_ENCODINGS:
             raise ValueError(f"pos_encoding must be one of {POS_ENCODINGS}, got {kind!r}")
@@ -40,20 +52,40 @@ class PositionalEncoding(nn.Module):
             self.table = nn.Parameter(torch.empty(max_positions, d_model))
             # Departure: see docs/departures.md#initialisation
             nn.init.normal_(self.table, mean=0.0, std=d_model**-0.5)
+        elif kind == "rotary":
+            d_k = d_model if d_k is None else d_k
+            if d_k % 2:
+                raise ValueError(f"rotary positions need an even d_k, got d_k={d_k}")
+            # theta_i = 10000^(-2i/d_k), as the sinusoids of section 3.5 (and Su et al.); (P, d_k/2)
+            inv_freq = torch.exp(torch.arange(0, d_k, 2, dtype=torch.float64) * (-math.log(10000.0) / d_k))
+            angles = torch.arange(max_positions, dtype=torch.float64)[:, None] * inv_freq
+            self.register_buffer("cos", angles.cos().float(), persistent=False)
+            self.register_buffer("sin", angles.sin().float(), persistent=False)
 
-    def forward(self, length: int, offset: int = 0) -> Tensor | None:
-        """Encodings of positions offset .. offset+length-1, (1, L, D); None when kind is "none"."""
-        if self.kind == "none":
-            return None
+    def _check(self, length: int, offset: int) -> None:
         if offset + length > self.max_positions:
             raise ValueError(
                 f"position {offset + length - 1} is beyond max_positions={self.max_positions}; raise max_positions"
             )
+
+    def forward(self, length: int, offset: int = 0) -> Tensor | None:
+        """Additive encodings of positions offset .. offset+length-1, (1, L, D); None unless sinusoidal/learned."""
+        if self.kind not in ADDITIVE:
+            return None
+        self._check(length, offset)
         return self.table[offset : offset + length][None]  # (1, L, D)
 
+    def rotary(self, length: int, offset: int = 0) -> tuple[Tensor, Tensor] | None:
+        """Rotary (cos, sin) of positions offset .. offset+length-1, each (L, d_k/2); None unless rotary."""
+        if self.kind != "rotary":
+            return None
+        self._check(length, offset)
+        return self.cos[offset : offset + length], self.sin[offset : offset + length]
 
-class SharedEmbedding(nn.Module):
-    """One matrix for source and target embeddings and the pre-softmax projection (section 3.4)."""
+
+class TokenEmbedding(nn.Module):
+    """A (V, D) matrix used as an embedding (scaled by sqrt(d_model), section 3.4) and, where it is shared with the
+    output, as the pre-softmax projection."""
 
     def __init__(self, vocab_size: int, d_model: int) -> None:
         super().__init__()
@@ -68,5 +100,5 @@ class SharedEmbedding(nn.Module):
         return F.embedding(tokens, self.weight) * self.scale
 
     def project(self, x: Tensor) -> Tensor:
-        """Pre-softmax linear transformation with the shared weight, (B, L, D) -> logits (B, L, V)."""
+        """Pre-softmax linear transformation with this weight, (B, L, D) -> logits (B, L, V)."""
         return F.linear(x, self.weight)

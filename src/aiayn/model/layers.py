@@ -1,61 +1,86 @@
-"""Position-wise feed-forward network (Eq. 2, section 3.3) and the encoder/decoder layers (section 3.1).
+"""Position-wise feed-forward network (Eq. 2, section 3.3), the residual connection around every sub-layer, and the
+encoder/decoder layers (section 3.1). Each block takes the model's config.
 
 Dimensions: B batch, S source length, T target length (new positions when decoding with a cache),
-D = d_model, F = d_ff. Post-LN: LayerNorm(x + Dropout(Sublayer(x))) (sections 3.1 and 5.4).
+D = d_model, F = d_ff.
 """
 from __future__ import annotations
 
+from typing import Callable
+
+import torch.nn.functional as F
 from torch import Tensor, nn
 
-from aiayn.model.attention import MultiHeadAttention
+from aiayn.config.schema import ModelConfig
+from aiayn.model.attention import MultiHeadAttention, Rotary
 from aiayn.model.cache import KVCache
 
 
 class FeedForward(nn.Module):
-    """FFN(x) = max(0, x W1 + b1) W2 + b2 (Eq. 2), applied to each position separately."""
+    """FFN(x) = max(0, x W1 + b1) W2 + b2 (Eq. 2), applied to each position separately; GELU instead of max(0, .)
+    with model.activation=gelu."""
 
-    def __init__(self, d_model: int, d_ff: int) -> None:
+    def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
-        self.w_1 = nn.Linear(d_model, d_ff)
-        self.w_2 = nn.Linear(d_ff, d_model)
+        self.w_1 = nn.Linear(cfg.d_model, cfg.d_ff)
+        self.w_2 = nn.Linear(cfg.d_ff, cfg.d_model)
+        self.gelu = cfg.activation == "gelu"
         # Departure: see docs/departures.md#initialisation
         for linear in (self.w_1, self.w_2):
             nn.init.xavier_uniform_(linear.weight)
             nn.init.zeros_(linear.bias)
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.w_2(self.w_1(x).relu_())  # (B, L, D)
+        hidden = self.w_1(x)  # (B, L, F)
+        return self.w_2(F.gelu(hidden) if self.gelu else hidden.relu_())  # (B, L, D)
+
+
+class Residual(nn.Module):
+    """The connection around each sub-layer (section 3.1), with residual dropout (section 5.4):
+    post-LN (the paper) LayerNorm(x + Dropout(Sublayer(x))), or pre-LN x + Dropout(Sublayer(LayerNorm(x)))."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(cfg.d_model)
+        self.drop = nn.Dropout(cfg.dropout)
+        self.pre_norm = cfg.norm_position == "pre"
+
+    def forward(self, x: Tensor, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
+        if self.pre_norm:
+            return x + self.drop(sublayer(self.norm(x)))
+        return self.norm(x + self.drop(sublayer(x)))
+
+
+def _attention(cfg: ModelConfig) -> MultiHeadAttention:
+    return MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.d_k, cfg.d_v, dropout=cfg.attention_dropout,
+                              qkv_init_gain=cfg.qkv_init_gain)
 
 
 class EncoderLayer(nn.Module):
-    """Self-attention then feed-forward, each wrapped in residual dropout, add and LayerNorm (section 3.1)."""
+    """Self-attention then feed-forward, each inside a residual connection (section 3.1)."""
 
-    def __init__(self, d_model: int, n_heads: int, d_k: int, d_v: int, d_ff: int, dropout: float,
-                 qkv_init_gain: float) -> None:
+    def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
-        # The paper puts no dropout on attention weights (section 5.4 names only residual and embedding dropout).
-        self.self_attn = MultiHeadAttention(d_model, n_heads, d_k, d_v, dropout=0.0, qkv_init_gain=qkv_init_gain)
-        self.ffn = FeedForward(d_model, d_ff)
-        self.norm_1, self.norm_2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
-        self.drop = nn.Dropout(dropout)
+        self.self_attn = _attention(cfg)
+        self.ffn = FeedForward(cfg)
+        self.res_attn, self.res_ffn = Residual(cfg), Residual(cfg)
 
-    def forward(self, x: Tensor, src_mask: Tensor | None) -> Tensor:
+    def forward(self, x: Tensor, src_mask: Tensor | None, rotary: Rotary | None = None) -> Tensor:
         """x (B, S, D), src_mask (B, 1, 1, S) -> (B, S, D)."""
-        x = self.norm_1(x + self.drop(self.self_attn(x, mask=src_mask)))
-        return self.norm_2(x + self.drop(self.ffn(x)))
+        x = self.res_attn(x, lambda h: self.self_attn(h, mask=src_mask, rotary=rotary))
+        return self.res_ffn(x, self.ffn)
 
 
 class DecoderLayer(nn.Module):
-    """Masked self-attention, encoder-decoder attention, feed-forward, each with add and norm (section 3.1)."""
+    """Masked self-attention, encoder-decoder attention, feed-forward, each inside a residual connection
+    (section 3.1)."""
 
-    def __init__(self, d_model: int, n_heads: int, d_k: int, d_v: int, d_ff: int, dropout: float,
-                 qkv_init_gain: float) -> None:
+    def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, n_heads, d_k, d_v, dropout=0.0, qkv_init_gain=qkv_init_gain)
-        self.cross_attn = MultiHeadAttention(d_model, n_heads, d_k, d_v, dropout=0.0, qkv_init_gain=qkv_init_gain)
-        self.ffn = FeedForward(d_model, d_ff)
-        self.norm_1, self.norm_2, self.norm_3 = (nn.LayerNorm(d_model) for _ in range(3))
-        self.drop = nn.Dropout(dropout)
+        self.self_attn = _attention(cfg)
+        self.cross_attn = _attention(cfg)
+        self.ffn = FeedForward(cfg)
+        self.res_self, self.res_cross, self.res_ffn = Residual(cfg), Residual(cfg), Residual(cfg)
 
     def forward(
         self,
@@ -65,17 +90,26 @@ class DecoderLayer(nn.Module):
         tgt_mask: Tensor | None,
         cache: KVCache | None = None,
         layer: int = 0,
+        rotary: Rotary | None = None,
     ) -> Tensor:
-        """x (B, T, D), memory (B, S, D) -> (B, T, D); with a cache, x holds only the new positions."""
-        q, k, v = self.self_attn.project_qkv(x)
-        if cache is not None:
-            k, v = cache.append_self(layer, k, v)  # (B, H, L + T, d_k), (B, H, L + T, d_v)
-        x = self.norm_1(x + self.drop(self.self_attn.attend(q, k, v, tgt_mask)))
+        """x (B, T, D), memory (B, S, D) -> (B, T, D); with a cache, x holds only the new positions (and `rotary`
+        their positions' angles)."""
 
-        q = self.cross_attn.project_q(x)
-        if cache is None:
-            k, v = self.cross_attn.project_kv(memory)
-        else:
-            k, v = cache.cross(layer, lambda: self.cross_attn.project_kv(memory))
-        x = self.norm_2(x + self.drop(self.cross_attn.attend(q, k, v, src_mask)))
-        return self.norm_3(x + self.drop(self.ffn(x)))
+        def self_attention(h: Tensor) -> Tensor:
+            q, k, v = self.self_attn.project_qkv(h, rotary)
+            if cache is not None:
+                k, v = cache.append_self(layer, k, v)  # (B, H, L + T, d_k), (B, H, L + T, d_v)
+            return self.self_attn.attend(q, k, v, tgt_mask)
+
+        def cross_attention(h: Tensor) -> Tensor:
+            # Rotary positions act in self-attention only: source and target positions share no frame.
+            q = self.cross_attn.project_q(h)
+            if cache is None:
+                k, v = self.cross_attn.project_kv(memory)
+            else:
+                k, v = cache.cross(layer, lambda: self.cross_attn.project_kv(memory))
+            return self.cross_attn.attend(q, k, v, src_mask)
+
+        x = self.res_self(x, self_attention)
+        x = self.res_cross(x, cross_attention)
+        return self.res_ffn(x, self.ffn)

@@ -1,5 +1,8 @@
 """The Transformer encoder-decoder (section 3, Figure 1) with shared embeddings and incremental decoding.
 
+Built from a `ModelConfig` (aiayn.config.schema), whose defaults are the paper's base model; its switches
+(norm_position, share_embeddings, activation, attention_dropout, pos_encoding) are the variants later work ablates.
+
 Dimensions: B batch, S source length, T target length (new positions when decoding with a cache),
 L cached target positions, D = d_model, V vocabulary size.
 """
@@ -7,70 +10,67 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from aiayn.model.attention import QKV_INIT_GAIN
+from aiayn.config.schema import ModelConfig, choices
 from aiayn.model.cache import KVCache
-from aiayn.model.embeddings import PositionalEncoding, SharedEmbedding
+from aiayn.model.embeddings import PositionalEncoding, TokenEmbedding
 from aiayn.model.layers import DecoderLayer, EncoderLayer
 from aiayn.model.masks import offset_causal_mask, src_mask, tgt_mask
 
+SIZES = ("n_layers", "d_model", "d_ff", "n_heads", "d_k", "d_v", "max_positions")
 
-def _check_sizes(**sizes: int) -> None:
-    for name, value in sizes.items():
+
+def _check(cfg: ModelConfig, vocab_size: int, pad_id: int) -> None:
+    for name, value in {"vocab_size": vocab_size, **{k: getattr(cfg, k) for k in SIZES}}.items():
         if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
             raise ValueError(f"Transformer argument {name} must be a positive int, got {value!r}")
+    for name in ("dropout", "attention_dropout"):
+        if not 0.0 <= getattr(cfg, name) < 1.0:
+            raise ValueError(f"Transformer argument {name} must be in [0, 1), got {getattr(cfg, name)!r}")
+    if not 0 <= pad_id < vocab_size:
+        raise ValueError(f"Transformer argument pad_id={pad_id} is outside the vocabulary [0, {vocab_size})")
+    if not cfg.qkv_init_gain > 0.0:
+        raise ValueError(f"Transformer argument qkv_init_gain must be positive, got {cfg.qkv_init_gain!r}")
+    for name, allowed in choices(ModelConfig).items():
+        if getattr(cfg, name) not in allowed:
+            raise ValueError(f"Transformer argument {name} must be one of {allowed}, got {getattr(cfg, name)!r}")
 
 
 class Transformer(nn.Module):
-    """Encoder-decoder Transformer, post-LN, one embedding matrix shared three ways (sections 3.1-3.5)."""
+    """Encoder-decoder Transformer; by default post-LN with one embedding matrix shared three ways (sections
+    3.1-3.5)."""
 
-    def __init__(
-        self,
-        vocab_size: int,
-        n_layers: int = 6,
-        d_model: int = 512,
-        d_ff: int = 2048,
-        n_heads: int = 8,
-        d_k: int = 64,
-        d_v: int = 64,
-        dropout: float = 0.1,
-        pos_encoding: str = "sinusoidal",
-        max_positions: int = 1024,
-        pad_id: int = 0,
-        qkv_init_gain: float = QKV_INIT_GAIN,
-    ) -> None:
+    def __init__(self, cfg: ModelConfig, vocab_size: int, pad_id: int = 0) -> None:
         super().__init__()
-        _check_sizes(
-            vocab_size=vocab_size, n_layers=n_layers, d_model=d_model, d_ff=d_ff,
-            n_heads=n_heads, d_k=d_k, d_v=d_v, max_positions=max_positions,
-        )  # fmt: skip
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"Transformer argument dropout must be in [0, 1), got {dropout!r}")
-        if not 0 <= pad_id < vocab_size:
-            raise ValueError(f"Transformer argument pad_id={pad_id} is outside the vocabulary [0, {vocab_size})")
-        self.pad_id = pad_id
-        self.embedding = SharedEmbedding(vocab_size, d_model)
-        self.positions = PositionalEncoding(pos_encoding, d_model, max_positions)
-        self.embed_drop = nn.Dropout(dropout)
-        if not qkv_init_gain > 0.0:
-            raise ValueError(f"Transformer argument qkv_init_gain must be positive, got {qkv_init_gain!r}")
-        shape = (d_model, n_heads, d_k, d_v, d_ff, dropout, qkv_init_gain)
-        self.encoder = nn.ModuleList(EncoderLayer(*shape) for _ in range(n_layers))
-        self.decoder = nn.ModuleList(DecoderLayer(*shape) for _ in range(n_layers))
+        _check(cfg, vocab_size, pad_id)
+        self.cfg, self.pad_id = cfg, pad_id
+        # The target embedding; also the pre-softmax projection unless share_embeddings is "none" (section 3.4).
+        self.embedding = TokenEmbedding(vocab_size, cfg.d_model)
+        self.positions = PositionalEncoding(cfg.pos_encoding, cfg.d_model, cfg.max_positions, cfg.d_k)
+        self.embed_drop = nn.Dropout(cfg.dropout)
+        self.encoder = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.n_layers))
+        self.decoder = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.n_layers))
+        # Pre-LN leaves each stack's output unnormalised: a final LayerNorm per stack (Wang et al. 2019).
+        pre = cfg.norm_position == "pre"
+        self.encoder_norm = nn.LayerNorm(cfg.d_model) if pre else None
+        self.decoder_norm = nn.LayerNorm(cfg.d_model) if pre else None
+        self.src_embedding = TokenEmbedding(vocab_size, cfg.d_model) if cfg.share_embeddings != "all" else None
+        self.output = TokenEmbedding(vocab_size, cfg.d_model) if cfg.share_embeddings == "none" else None
 
-    def _embed(self, tokens: Tensor, offset: int = 0) -> Tensor:
+    def _embed(self, embedding: TokenEmbedding, tokens: Tensor, offset: int = 0) -> Tensor:
         """Scaled token embeddings plus positions, then dropout on the sum (section 5.4), (B, L, D)."""
         if tokens.dim() != 2:
             raise ValueError(f"token ids must be (B, L), got shape {tuple(tokens.shape)}")
-        x = self.embedding(tokens)
+        x = embedding(tokens)
         pos = self.positions(tokens.size(1), offset)
         return self.embed_drop(x if pos is None else x + pos)
 
     def encode(self, src: Tensor, src_mask: Tensor | None) -> Tensor:
         """src (B, S) long, src_mask (B, 1, 1, S) bool -> memory (B, S, D)."""
-        x = self._embed(src)
+        x = self._embed(self.embedding if self.src_embedding is None else self.src_embedding, src)
+        rotary = self.positions.rotary(src.size(1))
         for layer in self.encoder:
-            x = layer(x, src_mask)
-        return x
+            x = layer(x, src_mask, rotary)
+        return x if self.encoder_norm is None else self.encoder_norm(x)
 
     def decode(
         self,
@@ -86,12 +86,15 @@ class Transformer(nn.Module):
         among themselves; a given tgt_mask must then be (B or 1, 1, T, L + T).
         """
         offset = 0 if cache is None else cache.length
-        x = self._embed(tgt_in, offset)
+        x = self._embed(self.embedding, tgt_in, offset)
+        rotary = self.positions.rotary(tgt_in.size(1), offset)
         if cache is not None and tgt_mask is None and tgt_in.size(1) > 1:
             tgt_mask = offset_causal_mask(tgt_in.size(1), offset, tgt_in.device)  # (1, 1, T, L + T)
         for index, layer in enumerate(self.decoder):
-            x = layer(x, memory, src_mask, tgt_mask, cache, index)
-        return self.embedding.project(x)  # (B, T, V)
+            x = layer(x, memory, src_mask, tgt_mask, cache, index, rotary)
+        if self.decoder_norm is not None:
+            x = self.decoder_norm(x)
+        return (self.embedding if self.output is None else self.output).project(x)  # (B, T, V)
 
     def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
         """Teacher-forced logits (B, T, V) for src (B, S) and tgt_in (B, T), masks built from pad_id."""
@@ -100,5 +103,5 @@ class Transformer(nn.Module):
         return self.decode(tgt_in, memory, s_mask, tgt_mask(tgt_in, self.pad_id))
 
     def num_parameters(self) -> int:
-        """Trainable parameters, the shared embedding counted once."""
+        """Trainable parameters, a shared embedding counted once."""
         return sum(p.numel() for p in self.parameters() if p.requires_grad)

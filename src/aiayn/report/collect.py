@@ -2,7 +2,6 @@
 evals/{row}/seed{seed}/ (eval.json, hyps.*.txt) written by the evaluate stage."""
 from __future__ import annotations
 
-import csv
 import json
 import math
 from collections.abc import Iterable, Mapping
@@ -17,7 +16,6 @@ from omegaconf.errors import OmegaConfBaseException
 # eval.json numbers the tables read; each must be a number (or absent / null) for the run to count.
 EVAL_NUMBERS = ("bleu", "bleu_paper", "dev_bleu", "dev_bleu_paper", "dev_ppl")
 TRAIN_NUMBERS = ("params", "vocab_size", "wall_time_s")
-CURVE_COLUMNS = ("step", "train_loss", "val_loss", "val_ppl", "lr")
 
 
 @dataclass
@@ -91,19 +89,28 @@ def read_run(runs_dir: Path, row: str, seed: int, evals_dir: Path | None = None)
     failed = dict(row=row, seed=seed, path=path, eval_path=eval_path, ok=False)
     if not path.is_dir():
         return RunRecord(**failed, reason=f"{shown} is missing (not trained)")
-    if not (eval_path / "eval.json").is_file():
-        return RunRecord(**failed, reason=f"{eval_shown}/eval.json is absent (not evaluated)")
     try:
-        record = RunRecord(row, seed, path, ok=True, eval_path=eval_path,
+        # Written first by the train stage: a run that failed later still says what it was.
+        config = _read_yaml(path / "config.yaml") if (path / "config.yaml").is_file() else {}
+        if not (eval_path / "eval.json").is_file():
+            return RunRecord(**failed, config=config, reason=f"{eval_shown}/eval.json is absent (not evaluated)")
+        record = RunRecord(row, seed, path, ok=True, eval_path=eval_path, config=config,
                            eval=_read_json(eval_path / "eval.json", EVAL_NUMBERS))
         if (path / "train.json").is_file():
             record.train = _read_json(path / "train.json", TRAIN_NUMBERS)
-        if (path / "config.yaml").is_file():
-            record.config = _read_yaml(path / "config.yaml")
     except ValueError as err:
         reason = str(err).replace(str(eval_path), eval_shown).replace(str(path), shown)
         return RunRecord(**failed, reason=reason)
     return record
+
+
+def row_settings(records: Iterable[RunRecord]) -> dict[str, Any]:
+    """A row's metadata (name, description, tables, paper, average_last and its patch) from the config.yaml of the
+    first of its runs that has one; {} when none has."""
+    for rec in records:
+        if isinstance(rec.config.get("row"), dict):
+            return rec.config["row"]
+    return {}
 
 
 Seeds = Iterable[int] | Mapping[str, Iterable[int]]  # one list for every row, or each row's own
@@ -122,20 +129,3 @@ def collect_runs(runs_dir: Path, rows: Iterable[str], seeds: Seeds,
     """Every (row, seed) in the given order, including missing and failed runs with their reasons."""
     return [read_run(Path(runs_dir), row, seed, evals_dir)
             for row, row_seeds in seeds_by_row(rows, seeds).items() for seed in row_seeds]
-
-
-def read_curve(path: Path) -> dict[str, list[float]]:
-    """A curve.csv as columns of floats; empty cells become NaN so matplotlib leaves gaps."""
-    with open(path, newline="", encoding="utf-8") as f:
-        reader = csv.DictReader(f)
-        if "step" not in (reader.fieldnames or []):
-            raise ValueError(f"{path}: no 'step' column; expected {list(CURVE_COLUMNS)}")
-        columns: dict[str, list[float]] = {c: [] for c in CURVE_COLUMNS if c in reader.fieldnames}
-        for line_no, line in enumerate(reader, start=2):
-            for name, values in columns.items():
-                cell = (line.get(name) or "").strip()
-                try:
-                    values.append(float(cell) if cell else math.nan)
-                except ValueError as err:
-                    raise ValueError(f"{path}:{line_no}: column {name!r} has {cell!r}, not a number") from err
-    return columns

@@ -3,15 +3,60 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from aiayn.io import atomic_path
-from typing import Any
 
 _LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
                   "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
 DASH = "—"
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of a table as shown (markdown, LaTeX) and the CSV keys behind it, in the order the CSV has them.
+
+    `header` None: a CSV-only column. `cell` formats a row's shown cell (default: its first key's value, or a
+    dash). `metrics`: the keys `dvc metrics show` gets (results/metrics.json); None: those of `keys` that hold a
+    number.
+    """
+
+    header: str | None
+    keys: tuple[str, ...]
+    cell: Callable[[Mapping[str, Any]], str] | None = None
+    metrics: tuple[str, ...] | None = None
+
+    def show(self, row: Mapping[str, Any]) -> str:
+        if self.cell is not None:
+            return self.cell(row)
+        value = row.get(self.keys[0])
+        return DASH if value is None else str(value)
+
+
+def csv_columns(columns: Sequence[Column]) -> tuple[str, ...]:
+    """Every CSV key of a table, in order."""
+    return tuple(k for c in columns for k in c.keys)
+
+
+def shown(columns: Sequence[Column], rows: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[list[str]]]:
+    """The header and body of the shown table (markdown, LaTeX)."""
+    visible = [c for c in columns if c.header is not None]
+    return [c.header for c in visible], [[c.show(r) for c in visible] for r in rows]
+
+
+def metrics(columns: Sequence[Column], row: Mapping[str, Any]) -> dict[str, Any]:
+    """One table row's values for results/metrics.json: each column's `metrics` keys, or its numeric keys."""
+    out = {}
+    for c in columns:
+        for key in c.metrics if c.metrics is not None else c.keys:
+            value = row.get(key)
+            if value is not None and (c.metrics is not None or (isinstance(value, (int, float))
+                                                                 and not isinstance(value, bool))):
+                out[key] = value
+    return out
 
 
 def atomic_write(path: Path, write: Callable[[Path], None]) -> Path:

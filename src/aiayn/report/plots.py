@@ -10,7 +10,7 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from aiayn.report.collect import read_curve
+from aiayn.curve import read_curve
 from aiayn.report.formats import atomic_write
 
 

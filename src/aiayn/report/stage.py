@@ -12,6 +12,7 @@ from aiayn import tracking
 from aiayn.config.params import read_params_list, seeds_per_row
 from aiayn.io import atomic_write_json
 from aiayn.report import aggregate as build_tables
+from aiayn.report.table3 import table3_metrics
 
 log = logging.getLogger(__name__)
 
@@ -28,12 +29,6 @@ def rows_and_seeds(cfg: DictConfig) -> tuple[list[str], dict[str, list[int]]]:
     return rows, seeds_per_row(a.params_file, rows)
 
 
-def metrics(table3: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Table 3 keyed by row for `dvc metrics show`: its numbers, and the verdict."""
-    return {r["row"]: {k: v for k, v in r.items() if v is not None and (k == "verdict" or isinstance(v, (int, float)))}
-            for r in table3}
-
-
 def aggregate(cfg: DictConfig) -> dict[str, Any]:
     rows, seeds = rows_and_seeds(cfg)
     raw = Path(cfg.paths.raw)
@@ -43,7 +38,7 @@ def aggregate(cfg: DictConfig) -> dict[str, Any]:
         sustained_flops_per_device=cfg.aggregate.sustained_flops_per_device,
     )
     # `dvc metrics show` reads JSON, not CSV: the per-row numbers of Table 3 again, keyed by row.
-    atomic_write_json(Path(cfg.paths.results) / "metrics.json", metrics(summary["table3"]))
+    atomic_write_json(Path(cfg.paths.results) / "metrics.json", table3_metrics(summary["table3"]))
     _log(cfg, summary, Path(cfg.paths.results))
     return summary
 

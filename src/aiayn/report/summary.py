@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from aiayn.io import atomic_write_text, read_lines
-from aiayn.report.collect import RunRecord, Seeds, collect_runs, read_curve, seeds_by_row
+from aiayn.curve import read_curve
+from aiayn.report.collect import RunRecord, Seeds, collect_runs, seeds_by_row
 from aiayn.report.plots import plot_bleu_by_row, plot_learning_curves
 from aiayn.report.table2 import P100_SUSTAINED_FLOPS, build_table2, write_table2
 from aiayn.report.table3 import build_table3, write_table3

@@ -6,20 +6,35 @@ from pathlib import Path
 from typing import Any
 
 from aiayn.flops import training_flops
-from aiayn.report.collect import RunRecord
-from aiayn.report.formats import (DASH, atomic_write_text, csv_text, latex_tabular, markdown_table, mean_pm, num,
-                                  sci)
+from aiayn.report.collect import RunRecord, row_settings
+from aiayn.report.formats import (DASH, Column, atomic_write_text, csv_columns, csv_text, latex_tabular,
+                                  markdown_table, mean_pm, num, sci, shown)
 from aiayn.report.paper import paper_bleu_and_cost, paper_table2
 from aiayn.report.stats import mean_ci
 
 # The paper's estimate of a P100's sustained single-precision rate (section 6.1, footnote 5): 9.5 TFLOPS.
 P100_SUSTAINED_FLOPS = 9.5e12
-OUR_SYSTEMS = {"base": "Transformer (base model)", "big": "Transformer (big)"}
-COLUMNS = (
-    "system", "source", "pair", "n_seeds", "bleu_mean", "bleu_ci95_low", "bleu_ci95_high",
-    "bleu_tok_mean", "bleu_tok_ci95_low", "bleu_tok_ci95_high", "paper_bleu",
-    "train_flops_estimated", "train_flops_counted", "paper_train_flops", "wall_time_s", "devices",
+
+
+def _ci(key: str) -> tuple[tuple[str, ...], Any]:
+    keys = (f"{key}_mean", f"{key}_ci95_low", f"{key}_ci95_high")
+    return keys, lambda r: mean_pm(*(r[k] for k in keys))
+
+
+# Table 2's columns as shown, each with its CSV keys (the CSV's order).
+COLUMNS: tuple[Column, ...] = (
+    Column("System", ("system", "source")),
+    Column("Pair", ("pair",)),
+    Column("n", ("n_seeds",)),
+    Column("test BLEU (sacre)", *_ci("bleu")),
+    Column("test BLEU (tok)", *_ci("bleu_tok")),
+    Column("paper BLEU", ("paper_bleu",), lambda r: num(r["paper_bleu"])),
+    Column("FLOPs (time×devices×rate)", ("train_flops_estimated",), lambda r: sci(r["train_flops_estimated"])),
+    Column("FLOPs (counted)", ("train_flops_counted",), lambda r: sci(r["train_flops_counted"])),
+    Column("paper FLOPs", ("paper_train_flops",), lambda r: sci(r["paper_train_flops"])),
+    Column(None, ("wall_time_s", "devices")),
 )
+KEYS = csv_columns(COLUMNS)
 
 
 def language_pair(config: Mapping[str, Any]) -> str | None:
@@ -50,14 +65,16 @@ def counted_flops(rec: RunRecord, lengths: tuple[float, float]) -> float | None:
 
 def _ours(name: str, pair: str, recs: Sequence[RunRecord], sustained: float, lengths: tuple[float, float]
           ) -> dict[str, Any]:
+    """Our system `name` (a row) on one language pair, beside the paper's system it reproduces (row.paper.table2)."""
     bleu = mean_ci(v for r in recs if (v := r.metric("bleu")) is not None)
     tok = mean_ci(v for r in recs if (v := r.metric("bleu_paper")) is not None)
     est = mean_ci(v for r in recs if (v := estimated_flops(r.train, sustained)) is not None)
     counted = mean_ci(v for r in recs if (v := counted_flops(r, lengths)) is not None)
     wall = mean_ci(float(r.train["wall_time_s"]) for r in recs if r.train.get("wall_time_s") is not None)
     devices = sorted({f"{d.get('count')}x {d.get('name')}" for r in recs if (d := r.train.get("device"))})
-    paper_bleu, paper_cost = paper_bleu_and_cost(OUR_SYSTEMS[name], pair)
-    return dict(system=f"{OUR_SYSTEMS[name]}, ours", source="ours", pair=pair, n_seeds=len(recs),
+    ref = (row_settings(recs).get("paper") or {}).get("table2")
+    paper_bleu, paper_cost = paper_bleu_and_cost(ref, pair) if ref else (None, None)
+    return dict(system=f"{ref or name}, ours", source="ours", pair=pair, n_seeds=len(recs),
                 bleu_mean=bleu.mean, bleu_ci95_low=bleu.low, bleu_ci95_high=bleu.high,
                 bleu_tok_mean=tok.mean, bleu_tok_ci95_low=tok.low, bleu_tok_ci95_high=tok.high,
                 paper_bleu=paper_bleu, train_flops_estimated=est.mean, train_flops_counted=counted.mean,
@@ -73,34 +90,27 @@ def build_table2(records: Sequence[RunRecord], lengths: tuple[float, float],
     groups: dict[tuple[str, str], list[RunRecord]] = {}
     for rec in records:
         pair = language_pair(rec.config)
-        if rec.ok and rec.row in OUR_SYSTEMS and pair:
+        if rec.ok and pair and "table2" in (row_settings([rec]).get("tables") or ()):
             groups.setdefault((rec.row, pair), []).append(rec)
     pairs = sorted({pair for _, pair in groups}) or ["en_de"]
+    names = list(dict.fromkeys(name for name, _ in groups))  # the rows in the order the records come
     rows = [_ours(name, pair, groups[(name, pair)], sustained_flops_per_device, lengths)
-            for name in OUR_SYSTEMS for pair in pairs if (name, pair) in groups]
+            for name in names for pair in pairs if (name, pair) in groups]
     for pair in pairs:
         for entry in paper_table2():
             bleu, cost = paper_bleu_and_cost(entry["model"], pair)
             if bleu is not None or cost is not None:
                 rows.append(dict(system=entry["model"], source="paper", pair=pair, paper_bleu=bleu,
                                  paper_train_flops=cost))
-    return [{c: row.get(c) for c in COLUMNS} for row in rows]
-
-
-HEADER = ("System", "Pair", "n", "test BLEU (sacre)", "test BLEU (tok)", "paper BLEU",
-          "FLOPs (time×devices×rate)", "FLOPs (counted)", "paper FLOPs")
+    return [{k: row.get(k) for k in KEYS} for row in rows]
 
 
 def write_table2(rows: Sequence[dict[str, Any]], out_dir: Path, context: Mapping[str, Any]) -> list[Path]:
     """Write table2.md (with legend), table2.csv and table2.tex (booktabs), atomically."""
-    body = [[r["system"], r["pair"], DASH if r["n_seeds"] is None else str(r["n_seeds"]),
-             mean_pm(r["bleu_mean"], r["bleu_ci95_low"], r["bleu_ci95_high"]),
-             mean_pm(r["bleu_tok_mean"], r["bleu_tok_ci95_low"], r["bleu_tok_ci95_high"]),
-             num(r["paper_bleu"]), sci(r["train_flops_estimated"]), sci(r["train_flops_counted"]),
-             sci(r["paper_train_flops"])] for r in rows]
+    header, body = shown(COLUMNS, rows)
     n_ours = sum(r["source"] == "ours" for r in rows)
     text = (
-        "# Table 2: test BLEU and training cost\n\n" + markdown_table(HEADER, body) + "\n"
+        "# Table 2: test BLEU and training cost\n\n" + markdown_table(header, body) + "\n"
         f"Scale: {context.get('scale') or DASH}; data: {context.get('data') or DASH}.\n\n"
         "test BLEU (sacre) is detokenized sacreBLEU; test BLEU (tok) is the paper's tokenized, compound-split "
         "BLEU; mean ± half-width of a 95% Student-t interval over seeds. FLOPs (time×devices×rate) follows the "
@@ -112,5 +122,5 @@ def write_table2(rows: Sequence[dict[str, Any]], out_dir: Path, context: Mapping
     )
     out_dir = Path(out_dir)
     return [atomic_write_text(out_dir / "table2.md", text),
-            atomic_write_text(out_dir / "table2.csv", csv_text(rows, COLUMNS)),
-            atomic_write_text(out_dir / "table2.tex", latex_tabular(HEADER, body, rule_after=(n_ours - 1,)))]
+            atomic_write_text(out_dir / "table2.csv", csv_text(rows, KEYS)),
+            atomic_write_text(out_dir / "table2.tex", latex_tabular(header, body, rule_after=(n_ours - 1,)))]

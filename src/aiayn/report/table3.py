@@ -5,23 +5,14 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from aiayn.report.collect import RunRecord
-from aiayn.report.formats import (DASH, atomic_write_text, csv_text, latex_tabular, markdown_table, mean_pm, num,
-                                  pvalue, signed)
+from aiayn.report.collect import RunRecord, row_settings
+from aiayn.report.formats import (DASH, Column, atomic_write_text, csv_columns, csv_text, latex_tabular,
+                                  markdown_table, mean_pm, metrics, num, pvalue, shown, signed)
 from aiayn.report.paper import paper_table3
 from aiayn.report.significance import ALPHA, POWER, holm, seeds_needed, sign_flip_p, verdict
 from aiayn.report.stats import mean_ci, paired_test
 
 BASE = "base"
-COLUMNS = (
-    "row", "n_seeds", "seeds", "bleu_mean", "bleu_ci95_low", "bleu_ci95_high",
-    "ppl_mean", "ppl_ci95_low", "ppl_ci95_high", "params_m",
-    "delta_bleu", "delta_bleu_ci95_low", "delta_bleu_ci95_high", "delta_bleu_sd", "delta_bleu_n_pairs",
-    "delta_bleu_p_seeds", "delta_bleu_p_sign_flip", "delta_bleu_p_holm", "verdict", "seeds_needed",
-    "delta_ppl", "delta_ppl_ci95_low", "delta_ppl_ci95_high", "delta_ppl_p_seeds",
-    "paper_bleu", "paper_ppl", "paper_params_m", "paper_delta_bleu", "paper_delta_ppl",
-    "sign_matches_paper", "ppl_sign_matches_paper", "failed_runs",
-)
 
 
 def sign_agreement(ours: float | None, paper: float | None) -> str | None:
@@ -35,8 +26,8 @@ def _by_seed(records: Sequence[RunRecord], key: str) -> dict[int, float]:
     return {r.seed: v for r in records if (v := r.metric(key)) is not None}
 
 
-def _paper_columns(row: str, paper: Mapping[str, dict[str, Any]]) -> dict[str, float | None]:
-    """The paper's dev BLEU/PPL/params for a row, and its differences from the paper's base."""
+def _paper_columns(row: str | None, paper: Mapping[str, dict[str, Any]]) -> dict[str, float | None]:
+    """The paper's dev BLEU/PPL/params for its Table 3 row `row`, and its differences from the paper's base."""
     if row not in paper:
         return dict(paper_bleu=None, paper_ppl=None, paper_params_m=None, paper_delta_bleu=None, paper_delta_ppl=None)
     ref, base = paper[row], paper[BASE]
@@ -56,6 +47,9 @@ def build_table3(records: Sequence[RunRecord]) -> list[dict[str, Any]]:
     base_bleu, base_ppl = _by_seed(base_recs, "dev_bleu"), _by_seed(base_recs, "dev_ppl")
     rows = []
     for name, recs in by_row.items():
+        meta = row_settings(recs)
+        if meta and "table3" not in meta.get("tables", ()):
+            continue
         ok = [r for r in recs if r.ok]
         # Departure: see docs/departures.md#table3-dev-sacrebleu (the paper's Table 3 BLEU is tokenized).
         bleu, ppl = _by_seed(ok, "dev_bleu"), _by_seed(ok, "dev_ppl")
@@ -74,11 +68,11 @@ def build_table3(records: Sequence[RunRecord]) -> list[dict[str, Any]]:
                        delta_bleu_p_sign_flip=sign_flip_p(d_bleu.diffs),
                        delta_ppl=d_ppl.mean_diff, delta_ppl_ci95_low=d_ppl.low, delta_ppl_ci95_high=d_ppl.high,
                        delta_ppl_p_seeds=d_ppl.p_value)
-        out.update(_paper_columns(name, paper))
+        out.update(_paper_columns((meta.get("paper") or {}).get("table3"), paper))
         out["sign_matches_paper"] = sign_agreement(out.get("delta_bleu"), out["paper_delta_bleu"])
         out["ppl_sign_matches_paper"] = sign_agreement(out.get("delta_ppl"), out["paper_delta_ppl"])
         out["failed_runs"] = "; ".join(notes) or None
-        rows.append({c: out.get(c) for c in COLUMNS})
+        rows.append({k: out.get(k) for k in KEYS})
     return add_verdicts(rows)
 
 
@@ -108,26 +102,35 @@ def _seeds_needed(n: int | None) -> str:
     return DASH if n is None else (f"> {SEEDS_SHOWN_UP_TO}" if n > SEEDS_SHOWN_UP_TO else str(n))
 
 
-# The markdown and LaTeX columns: header and cell, one place for both.
-SHOWN: tuple[tuple[str, Callable[[dict[str, Any]], str]], ...] = (
-    ("Row", lambda r: r["row"]),
-    ("n", lambda r: str(r["n_seeds"])),
-    ("dev BLEU", lambda r: mean_pm(r["bleu_mean"], r["bleu_ci95_low"], r["bleu_ci95_high"])),
-    ("ΔBLEU", lambda r: mean_pm(r["delta_bleu"], r["delta_bleu_ci95_low"], r["delta_bleu_ci95_high"], sign=True)),
-    ("p (t)", lambda r: pvalue(r["delta_bleu_p_seeds"])),
-    ("p (sign-flip)", lambda r: pvalue(r["delta_bleu_p_sign_flip"])),
-    ("p (Holm)", lambda r: pvalue(r["delta_bleu_p_holm"])),
-    ("verdict", lambda r: r["verdict"]),
-    ("seeds needed", lambda r: _seeds_needed(r["seeds_needed"])),
-    ("paper BLEU", lambda r: num(r["paper_bleu"], 1)),
-    ("paper Δ", lambda r: signed(r["paper_delta_bleu"], 1)),
-    ("dev PPL", lambda r: mean_pm(r["ppl_mean"], r["ppl_ci95_low"], r["ppl_ci95_high"])),
-    ("ΔPPL", lambda r: mean_pm(r["delta_ppl"], r["delta_ppl_ci95_low"], r["delta_ppl_ci95_high"], sign=True)),
-    ("paper PPL", lambda r: num(r["paper_ppl"])),
-    ("params (M)", lambda r: num(r["params_m"], 3)),
-    ("paper params (M)", lambda r: DASH if r["paper_params_m"] is None else str(r["paper_params_m"])),
+def _ci(key: str, sign: bool = False) -> tuple[tuple[str, ...], Any]:
+    """The keys of a mean with its 95% CI, and the cell "mean ± half-width"."""
+    keys = (f"{key}_mean" if not key.startswith("delta") else key, f"{key}_ci95_low", f"{key}_ci95_high")
+    return keys, lambda r: mean_pm(*(r[k] for k in keys), sign=sign)
+
+
+# Table 3's columns, in the order the table shows them; each carries its CSV keys (CSV and metrics.json derive from
+# this one list: aiayn.report.formats).
+COLUMNS: tuple[Column, ...] = (
+    Column("Row", ("row",), metrics=()),
+    Column("n", ("n_seeds", "seeds")),
+    Column("dev BLEU", *_ci("bleu")),
+    Column("ΔBLEU", _ci("delta_bleu", sign=True)[0] + ("delta_bleu_sd", "delta_bleu_n_pairs"),
+           _ci("delta_bleu", sign=True)[1]),
+    Column("p (t)", ("delta_bleu_p_seeds",), lambda r: pvalue(r["delta_bleu_p_seeds"])),
+    Column("p (sign-flip)", ("delta_bleu_p_sign_flip",), lambda r: pvalue(r["delta_bleu_p_sign_flip"])),
+    Column("p (Holm)", ("delta_bleu_p_holm",), lambda r: pvalue(r["delta_bleu_p_holm"])),
+    Column("verdict", ("verdict",), lambda r: r["verdict"], metrics=("verdict",)),
+    Column("seeds needed", ("seeds_needed",), lambda r: _seeds_needed(r["seeds_needed"])),
+    Column("paper BLEU", ("paper_bleu",), lambda r: num(r["paper_bleu"], 1)),
+    Column("paper Δ", ("paper_delta_bleu", "sign_matches_paper"), lambda r: signed(r["paper_delta_bleu"], 1)),
+    Column("dev PPL", *_ci("ppl")),
+    Column("ΔPPL", _ci("delta_ppl", sign=True)[0] + ("delta_ppl_p_seeds",), _ci("delta_ppl", sign=True)[1]),
+    Column("paper PPL", ("paper_ppl", "paper_delta_ppl", "ppl_sign_matches_paper"), lambda r: num(r["paper_ppl"])),
+    Column("params (M)", ("params_m",), lambda r: num(r["params_m"], 3)),
+    Column("paper params (M)", ("paper_params_m",)),
+    Column(None, ("failed_runs",)),  # listed below the markdown table
 )
-HEADER = tuple(header for header, _ in SHOWN)
+KEYS = csv_columns(COLUMNS)
 
 
 def legend(context: Mapping[str, Any], family: int) -> str:
@@ -157,12 +160,17 @@ def legend(context: Mapping[str, Any], family: int) -> str:
 def write_table3(rows: Sequence[dict[str, Any]], out_dir: Path, context: Mapping[str, Any]) -> list[Path]:
     """Write table3.md (with legend and failed runs), table3.csv and table3.tex (booktabs), atomically."""
     out_dir = Path(out_dir)
-    body = [[cell(r) for _, cell in SHOWN] for r in rows]
+    header, body = shown(COLUMNS, rows)
     failed = [f"- {r['row']}: {r['failed_runs']}" for r in rows if r["failed_runs"]]
-    md = ("# Table 3: variations on the base model\n\n" + markdown_table(HEADER, body) + "\n"
+    md = ("# Table 3: variations on the base model\n\n" + markdown_table(header, body) + "\n"
           + legend(context, family_size(rows)))
     if failed:
         md += "\nMissing or failed runs:\n\n" + "\n".join(failed) + "\n"
     return [atomic_write_text(out_dir / "table3.md", md),
-            atomic_write_text(out_dir / "table3.csv", csv_text(rows, COLUMNS)),
-            atomic_write_text(out_dir / "table3.tex", latex_tabular(HEADER, body, rule_after=(0,)))]
+            atomic_write_text(out_dir / "table3.csv", csv_text(rows, KEYS)),
+            atomic_write_text(out_dir / "table3.tex", latex_tabular(header, body, rule_after=(0,)))]
+
+
+def table3_metrics(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Table 3 keyed by row for `dvc metrics show` (results/metrics.json)."""
+    return {r["row"]: metrics(COLUMNS, r) for r in rows}

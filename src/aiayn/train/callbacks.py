@@ -5,8 +5,6 @@ as one that never stopped.
 """
 from __future__ import annotations
 
-import csv
-import io
 import os
 import random
 import time
@@ -19,10 +17,9 @@ import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
+from aiayn import curve
 from aiayn.io import atomic_path, atomic_write_text
 
-CURVE_FIELDS = ("step", "train/loss", "train/nll", "train/lr", "train/tokens_per_s", "train/grad_norm", "val/loss",
-                "val/ppl")
 
 
 class RunProgress(L.Callback):
@@ -89,23 +86,18 @@ class CurveWriter(L.Callback):
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         if trainer.global_step % self.log_every_steps == 0:  # micro-batches of one step update one row
-            self._record(trainer, CURVE_FIELDS[1:6])
+            self._record(trainer, curve.TRAIN_METRICS)
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if not trainer.sanity_checking:
-            self._record(trainer, CURVE_FIELDS[6:])
+            self._record(trainer, curve.VAL_METRICS)
             self.write()
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self.write()
 
     def write(self) -> None:
-        buf = io.StringIO()
-        writer = csv.DictWriter(buf, fieldnames=[f.replace("/", "_") for f in CURVE_FIELDS], lineterminator="\n")
-        writer.writeheader()
-        for row in self.rows:
-            writer.writerow({k.replace("/", "_"): v for k, v in row.items()})
-        atomic_write_text(self.path, buf.getvalue())
+        atomic_write_text(self.path, curve.curve_text(self.rows))
 
     def state_dict(self) -> dict[str, Any]:
         return {"rows": list(self.rows)}

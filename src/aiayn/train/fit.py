@@ -1,17 +1,14 @@
-"""The train stage: one run of one row and seed, written to its stable folder `runs/{row}/seed{seed}/`.
+"""The train stage: one run of one row and seed, written to its stable folder `runs/{row}/seed{seed}/`: the
+Lightning Trainer with its callbacks, the run, and its summary. The folder's lifecycle (lock, resume, checkpoints
+moved aside) is aiayn.train.run_dir's.
 
 Writes config.yaml (first, so a crashed run still says what it was), checkpoints/ (resumed when the config
 matches), curve.csv and, at the end, train.json.
 """
 from __future__ import annotations
 
-import fcntl
-import hashlib
 import logging
 import math
-import os
-import shutil
-import time
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -29,110 +26,9 @@ from aiayn.train.callbacks import (AtomicCheckpointIO, CurveWriter, RngState, Ru
                                    ValidatedCheckpoint)
 from aiayn.train.mfu import MFUMonitor
 from aiayn.train.module import TranslationModule
+from aiayn.train.run_dir import fingerprint, lock_run_dir, resume_checkpoint, stored_step
 
 log = logging.getLogger(__name__)
-
-# Train settings that change how a run is observed, not what it computes: a resume may differ in these.
-OBSERVATIONAL = {"val_every_steps", "log_every_steps", "ckpt_every_steps", "ckpt_every_minutes", "keep_last",
-                 "snapshot_every_steps",
-                 "resume", "num_workers", "max_steps"}
-
-
-# The code a training run's numbers depend on (the train stage's code deps in dvc.yaml).
-TRAINING_CODE = ("model", "train", "data/batching.py", "data/datamodule.py")
-
-
-def code_sha256() -> str:
-    """One hash of the training code, so that `dvc repro` after a code change retrains instead of resuming the
-    finished checkpoint of the old code (DVC keeps the checkpoints folder: `persist: true`)."""
-    package = Path(__file__).resolve().parents[1]
-    digest = hashlib.sha256()
-    for entry in TRAINING_CODE:
-        path = package / entry
-        for file in sorted(path.rglob("*.py")) if path.is_dir() else [path]:
-            digest.update(file.relative_to(package).as_posix().encode() + b"\0" + file.read_bytes())
-    return digest.hexdigest()
-
-
-def fingerprint(cfg: DictConfig, tokenizer_path: Path) -> dict[str, Any]:
-    """What a checkpoint must share with this run to be resumed by it: config, data, tokenizer and code."""
-    train = {k: v for k, v in OmegaConf.to_container(cfg.train).items() if k not in OBSERVATIONAL}
-    return {
-        "code_sha256": code_sha256(),
-        "row": cfg.row.name,
-        "seed": int(cfg.seed),
-        "model": OmegaConf.to_container(cfg.model),
-        "train": train,
-        "data": cfg.data.name,
-        "tokenizer_sha256": hashlib.sha256(tokenizer_path.read_bytes()).hexdigest(),
-    }
-
-
-def _diff(old: Any, new: Any, prefix: str = "") -> list[str]:
-    if isinstance(old, dict) and isinstance(new, dict):
-        return [d for k in sorted(set(old) | set(new)) for d in _diff(old.get(k), new.get(k), f"{prefix}{k}.")]
-    return [] if old == new else [f"{prefix.rstrip('.')}: checkpoint {old!r} != now {new!r}"]
-
-
-def resume_checkpoint(ckpt_dir: Path, current: dict[str, Any], resume: bool) -> Path | None:
-    """The newest checkpoint of this config to resume from: `last.ckpt`, or a newer `hpc_ckpt_*.ckpt` that
-    Lightning wrote beside it when SLURM pre-empted the job. Checkpoints of another config are moved aside, never
-    loaded."""
-    run_dir = ckpt_dir.parent
-    candidates = [p for p in (ckpt_dir / "last.ckpt", *sorted(run_dir.glob("hpc_ckpt_*.ckpt"))) if p.exists()]
-    if not candidates:
-        return None
-    if resume:
-        stored = {p: _stored(p) for p in candidates}
-        newest = max(candidates, key=lambda p: stored[p][1])
-        differences = _diff(stored[newest][0], current)
-        if not differences:
-            return newest
-    aside = run_dir / f"stale-checkpoints-{time.strftime('%Y%m%d-%H%M%S')}"
-    reason = "train.resume=false" if not resume else "config differs:\n  " + "\n  ".join(differences)
-    log.warning("not resuming from %s (%s); moved to %s", candidates[0], reason, aside)
-    if ckpt_dir.exists():
-        shutil.move(str(ckpt_dir), aside)
-    aside.mkdir(exist_ok=True)
-    for path in run_dir.glob("hpc_ckpt_*.ckpt"):
-        shutil.move(str(path), aside / path.name)
-    return None
-
-
-def _stored(path: Path) -> tuple[dict[str, Any], int]:
-    """A checkpoint's fingerprint and global step, read without loading the weights and optimizer state."""
-    try:
-        ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    except Exception as err:  # truncated, not a zip, unpicklable: name the file, never start over silently
-        raise ValueError(f"{path}: unreadable checkpoint ({type(err).__name__}: {err}); delete it, or rerun with "
-                         f"train.resume=false to move the checkpoints aside and start over") from err
-    return ckpt.get("aiayn_fingerprint") or {}, int(ckpt.get("global_step", -1))
-
-
-def lock_run_dir(run_dir: Path):
-    """Hold `run_dir/.lock` for this process's lifetime (the open file); a second run of the folder is refused.
-
-    Only the launching process locks: DDP ranks it starts (which see RANK/LOCAL_RANK/NODE_RANK) share its folder.
-    """
-    if not tracking.is_rank_zero():
-        return None
-    handle = open(run_dir / ".lock", "a+", encoding="utf-8")
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        handle.seek(0)
-        owner = handle.read().strip() or "unknown"
-        handle.close()
-        raise RuntimeError(f"{run_dir} is in use by another run (pid {owner}, lock {run_dir / '.lock'}); wait for "
-                           f"it to finish, or give this run another seed or paths.runs") from None
-    handle.truncate(0)
-    handle.write(f"{os.getpid()}\n")
-    handle.flush()
-    for leftover in [*run_dir.glob(".*.tmp"), *(run_dir / "checkpoints").glob(".*.tmp")]:
-        leftover.unlink()  # an atomic write cut short by a kill: never renamed, never read
-        log.info("removed %s, left by an interrupted write", leftover)
-    return handle
-
 
 def checkpoint_callbacks(cfg: DictConfig, ckpt_dir: Path) -> list[ModelCheckpoint]:
     """Every K steps or every M minutes (the paper: 10 minutes): the full `last.ckpt` that a run resumes from, and
@@ -205,7 +101,7 @@ def _train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
         module.model.compile()  # in place: checkpoint keys stay `model.*`
     ident = fingerprint(cfg, bpe_dir / "spm.model")
     ckpt_path = resume_checkpoint(ckpt_dir, ident, cfg.train.resume)
-    if ckpt_path is not None and (run_dir / "train.json").is_file() and _stored(ckpt_path)[1] >= cfg.train.max_steps:
+    if ckpt_path is not None and (run_dir / "train.json").is_file() and stored_step(ckpt_path) >= cfg.train.max_steps:
         log.info("%s: already trained to step %d; skipping (train.resume=false retrains)", run_dir,
                  cfg.train.max_steps)
         return read_json(run_dir / "train.json")

@@ -10,7 +10,7 @@ from typing import Any
 import lightning as L
 import torch
 
-from aiayn.model import Transformer
+from aiayn.model import ModelConfig, Transformer
 from aiayn.train.loss import label_smoothed_nll_loss
 from aiayn.train.schedule import inverse_sqrt_lr
 
@@ -21,7 +21,7 @@ class TranslationModule(L.LightningModule):
     def __init__(self, model: dict[str, Any], train: dict[str, Any], vocab_size: int, pad_id: int) -> None:
         super().__init__()
         self.save_hyperparameters()  # plain values only, so checkpoints load with weights_only=True
-        self.model = Transformer(vocab_size=vocab_size, pad_id=pad_id, **model)
+        self.model = Transformer(ModelConfig(**model), vocab_size, pad_id)
         self.train_cfg = train
         self.pad_id = pad_id
         self._val_sums = torch.zeros(3)  # label-smoothed loss, nll, target tokens over the validation set

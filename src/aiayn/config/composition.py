@@ -24,6 +24,9 @@ def register_configs() -> None:
 
 def compose(overrides: Sequence[str] = (), config_dir: Path | str | None = None) -> DictConfig:
     """Compose conf/config.yaml with Hydra overrides, as a pipeline script would (for tests and notebooks)."""
+    from aiayn.config.rowfile import check_row_overrides
+
+    check_row_overrides(overrides, Path(config_dir or CONF_DIR))
     register_configs()
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(config_dir or CONF_DIR), version_base="1.3"):

@@ -1,0 +1,114 @@
+"""Checking a row file (conf/row/<name>.yaml) against schema.RowConfig before Hydra composes it.
+
+Hydra refuses an unknown key or a wrong type too, but names neither the file nor what was meant; this check runs
+first and says both: "conf/row/X1.yaml: unknown key 'model.dropuot' (did you mean 'model.dropout'?)".
+"""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import typing
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from aiayn.config.resolve import ConfigError
+from aiayn.config.schema import ROW_GROUPS, TABLES, RowConfig, choices
+
+
+def valid_keys(schema: type = RowConfig, prefix: str = "") -> list[str]:
+    """Every dotted key a row file may set: metadata fields and each field of the patched groups."""
+    hints = typing.get_type_hints(schema)
+    keys = []
+    for f in dataclasses.fields(schema):
+        if dataclasses.is_dataclass(hints[f.name]):
+            keys += valid_keys(hints[f.name], f"{prefix}{f.name}.")
+        else:
+            keys.append(prefix + f.name)
+    return keys
+
+
+def nearest_key(key: str, candidates: Iterable[str]) -> str | None:
+    """The valid key `key` most likely meant: by the whole dotted key, else by its last part (a flat `d_model`
+    written before rows became patches means `model.d_model`)."""
+    candidates = list(candidates)
+    match = difflib.get_close_matches(key, candidates, n=1, cutoff=0.75)
+    if match:
+        return match[0]
+    leaf = key.rsplit(".", 1)[-1]
+    by_leaf = {c.rsplit(".", 1)[-1]: c for c in candidates}
+    match = difflib.get_close_matches(leaf, list(by_leaf), n=1, cutoff=0.7)
+    return by_leaf[match[0]] if match else None
+
+
+def _flatten(data: Mapping[str, Any], prefix: str = "") -> list[str]:
+    keys = []
+    for key, value in data.items():
+        dotted = f"{prefix}{key}"
+        keys += _flatten(value, f"{dotted}.") if isinstance(value, Mapping) and value else [dotted]
+    return keys
+
+
+def _unknown(path: Path, key: str, valid: list[str]) -> ConfigError:
+    if key.split(".")[0] == "data":
+        return ConfigError(
+            f"{path}: a row cannot change {key}: every row trains on the one corpus and tokenizer that the fetch "
+            f"and bpe stages make; change data for the whole pipeline instead (params.yaml, or dvc exp run -S)")
+    hint = nearest_key(key, valid)
+    return ConfigError(f"{path}: unknown key '{key}'" + (f" (did you mean '{hint}'?)" if hint else "")
+                       + f"; a row sets metadata ({', '.join(k for k in valid if '.' not in k)}) and keys of "
+                       f"{', '.join(ROW_GROUPS)} (src/aiayn/config/schema.py)")
+
+
+def check_row_file(path: Path | str) -> None:
+    """Refuse a row file that is not a valid RowConfig patch; the message names the file and the key."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
+        raise ConfigError(f"{path}: unreadable ({err})") from err
+    data = {} if data is None else data
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: a row file is a mapping of keys, got {type(data).__name__}")
+    valid = valid_keys()
+    groups = {k.split(".")[0] for k in valid if "." in k}
+    for key in _flatten(data):
+        top = key.split(".")[0]
+        if key not in valid and not (top in groups and data[top] == {}):
+            raise _unknown(path, key, valid)
+    try:
+        row = OmegaConf.merge(OmegaConf.structured(RowConfig), data)
+    except OmegaConfBaseException as err:
+        raise ConfigError(f"{path}: {getattr(err, 'full_key', None) or 'a value'}: {getattr(err, 'msg', err)}") from None
+    if row.name != path.stem:
+        raise ConfigError(f"{path}: name is {row.name!r}, but a row's name must be its file's ({path.stem!r}): runs "
+                          f"of row=<file> are written under runs/<name>/")
+    for group, schema in ROW_GROUPS.items():
+        for key, allowed in choices(schema).items():
+            if row[group][key] is not None and row[group][key] not in allowed:
+                raise ConfigError(f"{path}: {group}.{key}={row[group][key]!r} is not one of {allowed}")
+    unknown = [t for t in row.tables if t not in TABLES]
+    if unknown:
+        raise ConfigError(f"{path}: tables lists {unknown[0]!r}; a row can be in {list(TABLES)}")
+
+
+def rows_in_overrides(overrides: Iterable[str]) -> list[str]:
+    """The row names a Hydra command line selects (`row=A1` or a sweep `row=A1,B2`), in order."""
+    names: list[str] = []
+    for arg in overrides:
+        key, sep, value = arg.partition("=")
+        if sep and key.lstrip("+~") == "row":
+            names += [v.strip() for v in value.split(",") if v.strip()]
+    return names
+
+
+def check_row_overrides(overrides: Iterable[str], conf_dir: Path) -> None:
+    """Check the row file of every `row=` on a command line (an absent file is left to Hydra's own error)."""
+    for name in rows_in_overrides(overrides):
+        path = Path(conf_dir) / "row" / f"{name}.yaml"
+        if path.is_file():
+            check_row_file(path)
