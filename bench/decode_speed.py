@@ -13,7 +13,7 @@ import torch
 from torch import Tensor, nn
 
 from aiayn.decode import beam_search
-from aiayn.model import KVCache, Transformer
+from aiayn.model import KVCache, ModelConfig, Transformer
 from aiayn.decode.translate import pad_batch
 
 PAD, BOS, EOS = 0, 2, 3
@@ -80,7 +80,7 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    net = Transformer(vocab_size=args.vocab, dropout=0.0, pad_id=PAD, **SHAPES[args.shape]).eval().to(args.device)
+    net = Transformer(ModelConfig(dropout=0.0, **SHAPES[args.shape]), args.vocab, PAD).eval().to(args.device)
     model = FixedLength(net, args.extra)
     sources = make_sources(args.sentences_b64, args.vocab, args.src_len, seed=1)
     print(f"shape={args.shape} vocab={args.vocab} beam={args.beam_size} device={args.device} "

@@ -17,7 +17,7 @@ import time
 import torch
 
 from aiayn.flops import training_flops
-from aiayn.model import Transformer
+from aiayn.model import ModelConfig, Transformer
 from aiayn.train.loss import label_smoothed_nll_loss
 from aiayn.train.mfu import peak_flops
 from aiayn.train.schedule import inverse_sqrt_lr
@@ -69,7 +69,7 @@ def train_steps(shape: dict, batches: list[dict], steps: int, warmup: int, devic
     """Train `steps` steps after `warmup` untimed ones; return seconds per step, tokens and counted FLOPs."""
     torch.manual_seed(0)
     dims = {k: shape[k] for k in ("n_layers", "d_model", "d_ff", "n_heads", "d_k", "d_v", "dropout")}
-    model = Transformer(vocab_size=shape["vocab"], pad_id=PAD, max_positions=256, **dims).to(device)
+    model = Transformer(ModelConfig(max_positions=256, **dims), shape["vocab"], PAD).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9,
                                  fused=device.type == "cuda")
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda k: inverse_sqrt_lr(k + 1, shape["d_model"], 4000))

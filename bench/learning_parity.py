@@ -131,12 +131,12 @@ def reference_train(workdir: str, seed: int, setting: dict, system: str, device:
     if spec["model"] == "torch":
         model = Plain()
     else:
-        from aiayn.model import Transformer
+        from aiayn.model import ModelConfig, Transformer
         from aiayn.model.masks import src_mask, tgt_mask
 
         extra = {} if spec["init_gain"] is None else {"qkv_init_gain": spec["init_gain"]}
-        lib = Transformer(vocab, s["n_layers"], d, s["d_ff"], s["n_heads"], s["d_head"], s["d_head"], s["dropout"],
-                          pad_id=pad, **extra)
+        lib = Transformer(ModelConfig(n_layers=s["n_layers"], d_model=d, d_ff=s["d_ff"], n_heads=s["n_heads"],
+                                      d_k=s["d_head"], d_v=s["d_head"], dropout=s["dropout"], **extra), vocab, pad)
         lib.encode_plain = lambda src: lib.encode(src, src_mask(src, pad))
         lib.decode_plain = lambda tgt_in, mem, src: lib.decode(tgt_in, mem, src_mask(src, pad), tgt_mask(tgt_in, pad))
         model = lib

@@ -15,7 +15,7 @@ import time
 import torch
 from torch import Tensor, nn
 
-from aiayn.model import Transformer
+from aiayn.model import ModelConfig, Transformer
 from aiayn.train.loss import label_smoothed_nll_loss
 
 PAD = 0
@@ -55,18 +55,19 @@ def copy_weights(ours: Transformer, ref: TorchReference) -> None:
     """Load our layer weights into torch's layers so that both compute the same function."""
     with torch.no_grad():
         for o, r in zip(ours.encoder, ref.encoder.layers):
-            _copy_layer(o, r, {"self_attn": "self_attn"}, n_norms=2)
+            _copy_layer(o, r, {"self_attn": "self_attn"}, ("res_attn", "res_ffn"))
         for o, r in zip(ours.decoder, ref.decoder.layers):
-            _copy_layer(o, r, {"self_attn": "self_attn", "cross_attn": "multihead_attn"}, n_norms=3)
+            _copy_layer(o, r, {"self_attn": "self_attn", "cross_attn": "multihead_attn"},
+                        ("res_self", "res_cross", "res_ffn"))
 
 
-def _copy_layer(ours: nn.Module, ref: nn.Module, attention: dict[str, str], n_norms: int) -> None:
+def _copy_layer(ours: nn.Module, ref: nn.Module, attention: dict[str, str], residuals: tuple[str, ...]) -> None:
     for ours_name, ref_name in attention.items():
         _copy_attention(getattr(ours, ours_name), getattr(ref, ref_name))
     ref.linear1.load_state_dict(ours.ffn.w_1.state_dict())
     ref.linear2.load_state_dict(ours.ffn.w_2.state_dict())
-    for i in range(1, n_norms + 1):
-        getattr(ref, f"norm{i}").load_state_dict(getattr(ours, f"norm_{i}").state_dict())
+    for i, name in enumerate(residuals, start=1):  # torch's norm1, norm2 (, norm3) in the same order
+        getattr(ref, f"norm{i}").load_state_dict(getattr(ours, name).norm.state_dict())
 
 
 def _copy_attention(ours: nn.Module, ref: nn.MultiheadAttention) -> None:
@@ -105,7 +106,7 @@ def bench_shape(name: str, steps: int, rounds: int, dropout: float) -> float:
     size = {k: shape[k] for k in ("n_layers", "d_model", "d_ff", "n_heads")}
     head = shape["d_model"] // shape["n_heads"]
     torch.manual_seed(0)
-    ours = Transformer(shape["vocab"], d_k=head, d_v=head, dropout=dropout, **size)
+    ours = Transformer(ModelConfig(d_k=head, d_v=head, dropout=dropout, **size), shape["vocab"])
     ref = TorchReference(ours, dropout=dropout, **size)
     copy_weights(ours, ref)
     batches = make_batches(steps + 1, shape["vocab"], shape["batch"], shape["length"])

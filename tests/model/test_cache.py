@@ -28,10 +28,14 @@ def _incremental_logits(model, src, tgt_in, first: int = 1):
     return torch.cat(steps, dim=1)
 
 
-@pytest.mark.parametrize("pos_encoding", ["sinusoidal", "learned"])
+VARIANTS = [dict(pos_encoding="sinusoidal"), dict(pos_encoding="learned"), dict(pos_encoding="rotary"),
+            dict(norm_position="pre"), dict(share_embeddings="none"), dict(activation="gelu")]
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: "-".join(map(str, v.values())))
 @pytest.mark.parametrize("first", [1, 3])
-def test_incremental_equals_full_recomputation(make_model, tokens, pos_encoding, first):
-    model = make_model(pos_encoding=pos_encoding)
+def test_incremental_equals_full_recomputation(make_model, tokens, variant, first):
+    model = make_model(**variant)
     src = tokens(3, 7)
     src[1, 5:] = PAD  # a padded source sentence
     tgt_in = tokens(3, 6, seed=1)

@@ -14,23 +14,70 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 
 
-def run(args: list[str], cwd: Path, **kw) -> subprocess.CompletedProcess:
+def run(args: list[str], cwd: Path, extra_env: dict[str, str] | None = None, **kw) -> subprocess.CompletedProcess:
     env = dict(os.environ, WANDB_MODE="offline", WANDB_SILENT="true", HYDRA_FULL_ERROR="1",
-               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", **(extra_env or {}))
     proc = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, **kw)
     assert proc.returncode == 0, f"{' '.join(args)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     return proc
 
 
-def dvc(*args: str, cwd: Path) -> str:
-    return run([sys.executable, "-m", "dvc", *args], cwd).stdout
+def dvc(*args: str, cwd: Path, extra_env: dict[str, str] | None = None) -> str:
+    return run([sys.executable, "-m", "dvc", *args], cwd, extra_env).stdout
+
+
+# Imported by every Python process the pipeline starts (PYTHONPATH): records, per DVC stage, every file a stage's
+# processes open (Python's "open" audit event: open(), os.open, and the imports' io.open_code), so that a test can
+# check the stage's declared deps and outs against what it really reads and writes. Child processes (the parallel
+# launcher's workers) inherit the stage through the environment.
+AUDIT_HOOK = """
+import json, os, sys
+
+_log, _busy, _fd = os.environ.get("AIAYN_AUDIT_LOG"), False, None
+
+
+def _stage():
+    stage = os.environ.get("AIAYN_AUDIT_STAGE")
+    argv = getattr(sys, "orig_argv", [])
+    if stage is None and len(argv) > 1 and argv[1].startswith("pipeline/") and argv[1].endswith(".py"):
+        stage = os.environ["AIAYN_AUDIT_STAGE"] = json.dumps(argv[1:])
+    return stage
+
+
+def _hook(event, args):
+    global _busy, _fd
+    if event != "open" or _busy or not isinstance(args[0], str):
+        return
+    _busy = True
+    try:
+        stage = _stage()
+        if stage is not None:
+            if _fd is None:
+                _fd = os.open(_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            mode, flags = args[1], args[2] if len(args) > 2 else 0
+            write = (any(c in mode for c in "wax+") if isinstance(mode, str)
+                     else bool(flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT)))
+            if not write and not os.path.isfile(args[0]):  # a folder, or a name relative to a dir_fd (rmtree)
+                return
+            os.write(_fd, (json.dumps([stage, os.path.abspath(args[0]), write]) + "\\n").encode())
+    finally:
+        _busy = False
+
+
+if _log:
+    sys.addaudithook(_hook)
+"""
 
 
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory, copy_project) -> Path:
-    """The project's files (as git sees them) in a fresh git + DVC repo, set to the smoke scale and 2 seeds."""
+    """The project's files (as git sees them) in a fresh git + DVC repo, set to the smoke scale and 2 seeds, after
+    a `dvc repro` whose stages' file accesses were recorded (audit.jsonl beside it)."""
     dst = copy_project(tmp_path_factory.mktemp("repo"), scale="smoke", rows=["base"], seeds=[1, 2])
-    dvc("repro", cwd=dst)
+    hook = tmp_path_factory.mktemp("audit_hook")
+    (hook / "sitecustomize.py").write_text(AUDIT_HOOK)
+    dvc("repro", cwd=dst, extra_env={"PYTHONPATH": str(hook), "AIAYN_AUDIT_LOG": str(hook / "audit.jsonl")})
+    (dst.parent / "audit.jsonl").write_text((hook / "audit.jsonl").read_text())
     git_commit(dst, "smoke-scale reproduction")
     return dst
 
@@ -75,16 +122,15 @@ def test_dvc_plots_draws_a_validation_curve_per_run(repo: Path) -> None:
 
 
 def test_adding_a_row_changes_only_that_rows_stages(repo: Path) -> None:
-    (repo / "conf" / "row" / "X1.yaml").write_text("name: X1\ndescription: no dropout\ndropout: 0.0\n")
+    """A new kind of ablation is one row file (here the shipped conf/row/X_preln.yaml) plus one line in params.yaml."""
     params = yaml.safe_load((repo / "params.yaml").read_text())
-    params["rows"] = ["base", "X1"]
+    params["rows"] = ["base", "X_preln"]
     (repo / "params.yaml").write_text(yaml.safe_dump(params))
     changed = {line.strip().rstrip(":") for line in dvc("status", cwd=repo).splitlines()
                if line and not line.startswith(("\t", " "))}
     run(["git", "checkout", "-q", "--", "params.yaml"], repo)
-    (repo / "conf" / "row" / "X1.yaml").unlink()
     # The seeds stage reruns (it writes every row's seed list), but leaves the other rows' lists as they were.
-    assert changed == {"seeds", "train@X1", "evaluate@X1", "aggregate"}, changed
+    assert changed == {"seeds", "train@X_preln", "evaluate@X_preln", "aggregate"}, changed
 
 
 def test_hydra_multirun_runs_two_seeds(repo: Path) -> None:
@@ -105,3 +151,70 @@ def test_exp_run_with_one_more_seed_trains_only_that_seed(repo: Path) -> None:
     assert (repo / "runs" / "base" / "seed1" / "train.json").read_text() == before
     with open(repo / "results" / "table3.csv", encoding="utf-8") as f:
         assert next(csv.DictReader(f))["n_seeds"] == "3"
+
+
+# Read by stages but not declared, each for a reason: how a run is observed or scheduled, never what it computes.
+UNDECLARED_OK = {
+    "conf/logger/": "where wandb logs (logger=none turns it off); results do not depend on it",
+    "conf/hydra/": "the launcher that schedules a row's seeds (local processes, in turn, SLURM); same results",
+    "src/aiayn/__init__.py": "an empty package marker",
+}
+# Composed by a stage (every stage is a Hydra app on conf/config.yaml, whose defaults name every group) but never
+# read for its outputs: fetch and bpe read data, scale and paths; aggregate reads paths and the run folders.
+COMPOSED_NOT_READ = {
+    "fetch": ("conf/row/", "conf/model/", "conf/decode/", "conf/trainer/"),
+    "bpe": ("conf/row/", "conf/model/", "conf/decode/", "conf/trainer/"),
+    "aggregate": ("conf/row/", "conf/model/", "conf/decode/", "conf/trainer/", "conf/data/", "conf/scale/"),
+    "train": ("conf/decode/",),
+}
+# DVC's own state, the installed environment, and the .dvcignore'd logs.
+NOT_PIPELINE_DATA = (".git/", ".dvc/", ".venv/", "src/aiayn.egg-info/", "outputs/", "multirun/", "wandb/")
+
+
+def _relative(path: str, roots: list[Path]) -> str | None:
+    """`path` relative to the copied repo or to the checkout whose package and conf/ the stages import (an
+    editable install), bytecode mapped to its source; None outside both."""
+    for root in roots:
+        if path.startswith(f"{root}/"):
+            rel = path[len(str(root)) + 1:]
+            if "/__pycache__/" in rel:
+                folder, name = rel.split("/__pycache__/")
+                rel = f"{folder}/{name.split('.')[0]}.py"
+            folder, _, name = rel.rpartition("/")
+            if name.startswith(".") and name.endswith(".tmp"):  # aiayn.io's atomic write of `name`
+                rel = f"{folder}/{name[1:].rsplit('.', 2)[0]}".lstrip("/")
+            return rel
+    return None
+
+
+def _covered(rel: str, paths: list[str]) -> bool:
+    return any(rel == p or rel.startswith(p.rstrip("/") + "/") for p in paths)
+
+
+def test_every_file_a_stage_reads_is_a_dep_and_every_file_it_writes_an_out(repo: Path) -> None:
+    """dvc.yaml's deps are derived from what each stage really opened during `dvc repro` (its imported aiayn
+    modules, the conf/ files Hydra composed, the data it read), not kept by hand."""
+    lock = yaml.safe_load((repo / "dvc.lock").read_text())["stages"]
+    by_cmd = {tuple(entry["cmd"].split()[1:]): name for name, entry in lock.items()}
+    roots = [repo, REPO]
+    reads: dict[str, set[str]] = {}
+    writes: dict[str, set[str]] = {}
+    for line in (repo.parent / "audit.jsonl").read_text().splitlines():
+        argv, path, write = json.loads(line)
+        stage = by_cmd.get(tuple(json.loads(argv)))
+        rel = _relative(path, roots)
+        if stage is None or rel is None or rel.startswith(NOT_PIPELINE_DATA) or _covered(rel, list(UNDECLARED_OK)):
+            continue
+        if rel.startswith(COMPOSED_NOT_READ.get(stage.split("@")[0], ())):
+            continue
+        (writes if write else reads).setdefault(stage, set()).add(rel)
+    assert set(reads) >= {"fetch", "bpe", "seeds", "train@base", "evaluate@base", "aggregate"}, sorted(reads)
+    problems = []
+    for stage, entry in lock.items():
+        deps = [d["path"] for d in entry.get("deps", [])] + (["params.yaml"] if entry.get("params") else [])
+        outs = [o["path"] for o in entry.get("outs", [])]
+        problems += [f"{stage} reads {rel}, which dvc.yaml does not list as a dep"
+                     for rel in sorted(reads.get(stage, ())) if not _covered(rel, deps + outs)]
+        problems += [f"{stage} writes {rel}, which dvc.yaml does not list as an out"
+                     for rel in sorted(writes.get(stage, ())) if not _covered(rel, outs)]
+    assert not problems, "\n".join(problems)

@@ -61,7 +61,7 @@ def resolve_row(cfg: DictConfig) -> DictConfig:
                 else value
     if row.train.batch_tokens is not None and out.train.max_tokens > out.train.batch_tokens:
         out.train.max_tokens = out.train.batch_tokens  # a micro-batch never exceeds the row's (smaller) update
-    if cfg.train.keep_last is None:
+    if out.train.keep_last is None:  # the row's own keep_last, else what its averaging needs
         out.train.keep_last = row.average_last if row.average_last > 1 else 0
     return out
 
