@@ -48,3 +48,16 @@ def test_json_format_has_the_documented_keys(capsys) -> None:
     records = json.loads(capsys.readouterr().out)
     assert {"row", "params_m", "paper_params_m"} <= set(records[0])
     assert [r["row"] for r in records] == row_names()
+
+
+def test_example_ablations_are_listed_with_their_changes_and_parameter_counts(paper_rows) -> None:
+    examples = {name: r for name, r in paper_rows.items() if name.startswith("X_")}
+    assert set(examples) >= {"X_preln", "X_untied", "X_gelu", "X_rotary", "X_warmup8k", "X_attdrop"}
+    assert examples["X_preln"]["changes"] == {"model.norm_position": "pre"}
+    assert examples["X_preln"]["delta_params_m"] == round(4 * 512 / 1e6, 2)  # the two final LayerNorms
+    assert examples["X_untied"]["delta_params_m"] == round(2 * 37000 * 512 / 1e6, 2)  # two more V x D matrices
+    assert examples["X_gelu"]["delta_params_m"] == 0 and examples["X_gelu"]["activation"] == "gelu"
+    assert examples["X_warmup8k"]["warmup_steps"] == 8000 and examples["X_warmup8k"]["changes"] == {
+        "train.warmup_steps": 8000}
+    assert all(r["paper_params_m"] is None and r["tables"] == ["table3"] for r in examples.values())
+    assert list(paper_rows)[-len(examples):] == sorted(examples)  # user rows after the paper's

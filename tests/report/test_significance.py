@@ -80,4 +80,7 @@ def test_verdict():
     assert verdict(-0.9, 1.2, 0.01) == "contradicted"
     assert verdict(-0.9, -1.2, 0.05) == "unresolved" and verdict(-0.9, -1.2, None) == "unresolved"
     assert verdict(-0.9, None, None) == "unresolved" and verdict(-0.9, 0.0, 0.0) == "unresolved"
-    assert verdict(0.0, -1.2, 0.001) == "—" and verdict(None, -1.2, 0.001) == "—"
+    assert verdict(0.0, -1.2, 0.001) == "—"  # the paper shows no difference: nothing to reproduce
+    # A row the paper does not have: compared with base alone.
+    assert verdict(None, -1.2, 0.001) == "lower" and verdict(None, 0.4, 0.01) == "higher"
+    assert verdict(None, 0.4, 0.2) == "unresolved" and verdict(None, None, None) == "—"

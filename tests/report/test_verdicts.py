@@ -49,7 +49,7 @@ def test_planted_effects_give_the_expected_verdicts_p_and_seeds():
     scores = planted(np.random.default_rng(0))
     rows = {r["row"]: r for r in build_table3(records(scores))}
     assert {name: r["verdict"] for name, r in rows.items()} == {
-        "base": "—", "A1": "reproduced", "C7": "contradicted", "B2": "unresolved", "A3": "—", "custom": "—"}
+        "base": "—", "A1": "reproduced", "C7": "contradicted", "B2": "unresolved", "A3": "—", "custom": "higher"}
     others = ["A1", "C7", "B2", "A3", "custom"]
     p_t = [stats.ttest_rel(scores[name], scores["base"]).pvalue for name in others]
     assert [rows[name]["delta_bleu_p_seeds"] for name in others] == pytest.approx(p_t)
@@ -62,7 +62,10 @@ def test_planted_effects_give_the_expected_verdicts_p_and_seeds():
         assert rows[name]["delta_bleu_sd"] == pytest.approx(sd)
         assert rows[name]["seeds_needed"] == brute_force_seeds(paper_delta, sd, 0.05 / len(others))
     assert rows["B2"]["seeds_needed"] > 50  # paper -0.4 against a spread of 2: out of reach
-    assert rows["A3"]["seeds_needed"] is None and rows["custom"]["seeds_needed"] is None
+    assert rows["A3"]["seeds_needed"] is None  # the paper shows no difference: nothing to detect
+    custom_sd = np.std(np.subtract(scores["custom"], scores["base"]), ddof=1)  # planned against our own +3
+    assert rows["custom"]["seeds_needed"] == brute_force_seeds(rows["custom"]["delta_bleu"], custom_sd,
+                                                                0.05 / len(others))
 
 
 def test_with_no_true_effect_the_table_rarely_calls_any_row_reproduced():

@@ -85,9 +85,12 @@ def seeds_needed(delta: float | None, sd: float | None, alpha: float = ALPHA, po
 
 def verdict(paper_delta: float | None, ours: float | None, p_adjusted: float | None, alpha: float = ALPHA) -> str:
     """`reproduced` / `contradicted` when our difference is resolved (adjusted p < alpha) with the paper's / the
-    opposite sign; `unresolved` otherwise; NO_DIFFERENCE where the paper has no difference (0 or no number)."""
-    if paper_delta is None or paper_delta == 0:
+    opposite sign; `unresolved` otherwise; NO_DIFFERENCE where the paper shows no difference (0). A row the paper
+    does not have (paper_delta None, a user's ablation) is `higher` / `lower` than base when resolved."""
+    if paper_delta == 0 or (paper_delta is None and ours is None):
         return NO_DIFFERENCE
     if ours is None or ours == 0 or p_adjusted is None or not p_adjusted < alpha:
         return "unresolved"
+    if paper_delta is None:
+        return "higher" if ours > 0 else "lower"
     return "reproduced" if (ours > 0) == (paper_delta > 0) else "contradicted"

@@ -85,8 +85,9 @@ def add_verdicts(rows: list[dict[str, Any]], alpha: float = ALPHA, power: float 
     for row, p in zip(rows, adjusted):
         row["delta_bleu_p_holm"] = p
         row["verdict"] = verdict(row["paper_delta_bleu"], row["delta_bleu"], p, alpha)
-        row["seeds_needed"] = seeds_needed(row["paper_delta_bleu"], row["delta_bleu_sd"], alpha / max(family, 1),
-                                           power)
+        # A row the paper does not have is planned against our own observed difference.
+        target = row["delta_bleu"] if row["paper_delta_bleu"] is None else row["paper_delta_bleu"]
+        row["seeds_needed"] = seeds_needed(target, row["delta_bleu_sd"], alpha / max(family, 1), power)
     return rows
 
 
@@ -147,10 +148,12 @@ def legend(context: Mapping[str, Any], family: int) -> str:
         f"by Holm's method over the {family} rows compared with base, so that all the verdicts together are "
         f"wrong with probability at most {ALPHA:g}. verdict: reproduced (the paper's sign, p (Holm) < {ALPHA:g}), "
         f"contradicted (the opposite sign, p (Holm) < {ALPHA:g}), unresolved (otherwise), {DASH} (the paper "
-        f"shows no difference, or has no number for the row). seeds needed: how many seeds a two-sided paired "
-        f"t-test needs to detect the paper's Δ with {POWER:.0%} power, given the standard deviation of our "
+        f"shows no difference); a row the paper does not have is higher or lower than base (p (Holm) < "
+        f"{ALPHA:g}) or unresolved. seeds needed: how many seeds a two-sided paired "
+        f"t-test needs to detect the paper's Δ (for a row the paper does not have: our own Δ) with {POWER:.0%} "
+        f"power, given the standard deviation of our "
         f"per-seed differences, at α = {ALPHA:g}/{max(family, 1)} (Holm's strictest step, so enough whatever "
-        f"the other rows' p); > {SEEDS_SHOWN_UP_TO} above {SEEDS_SHOWN_UP_TO}, {DASH} without a paper Δ or "
+        f"the other rows' p); > {SEEDS_SHOWN_UP_TO} above {SEEDS_SHOWN_UP_TO}, {DASH} without a Δ to detect or "
         "without two seeds that differ. `python -m aiayn.seeds --until-resolved --max 10` runs the seeds "
         "that can resolve a row. At a reduced scale the absolute numbers are not comparable with the paper's; "
         "compare the differences from base.\n"
