@@ -78,6 +78,13 @@ def is_rank_zero() -> bool:
     return all(os.environ.get(k, "0") == "0" for k in ("RANK", "LOCAL_RANK", "NODE_RANK", "SLURM_PROCID"))
 
 
+def run_name(cfg: DictConfig, job_type: str = "train") -> str:
+    """"{row}-s{seed}", with the variant's folder name between for a variant (base-lr_factor=2-s1)."""
+    variant = cfg.paths.train_variant if job_type == "train" else cfg.paths.eval_variant
+    variant = variant.rstrip("/")
+    return f"{cfg.row.name}-{variant}-s{cfg.seed}" if variant else f"{cfg.row.name}-s{cfg.seed}"
+
+
 def start_run(cfg: DictConfig, job_type: str, name: str | None = None, group: str | None = None):
     """Start a wandb run for this job, or return None (with a warning) when wandb is off or fails.
 
@@ -94,7 +101,7 @@ def start_run(cfg: DictConfig, job_type: str, name: str | None = None, group: st
             entity=cfg.logger.entity,
             group=group or cfg.row.name,
             job_type=job_type,
-            name=name or f"{cfg.row.name}-s{cfg.seed}",
+            name=name or run_name(cfg, job_type),
             config=config,
             tags=[f"scale:{cfg.scale.name}", f"data:{cfg.data.name}", *cfg.logger.tags],
             dir=cfg.logger.dir,

@@ -140,6 +140,30 @@ def test_hydra_multirun_runs_two_seeds(repo: Path) -> None:
         assert (repo / "multirun_runs" / "base" / f"seed{seed}" / "train.json").exists()
 
 
+def test_a_hydra_sweep_keeps_every_point_and_tabulates_it(repo: Path) -> None:
+    """Two points x 2 seeds: four run folders named by the override (never one overwriting the other), four eval
+    folders, and a two-line sweep table."""
+    common = ["scale=smoke", "logger=none", "trainer.enable_progress_bar=false", "paths.runs=sweep/runs",
+              "paths.evals=sweep/evals"]
+    run([sys.executable, "pipeline/train.py", "-m", "train.lr_factor=0.5,2", "seed=1,2", *common], repo)
+    run([sys.executable, "pipeline/evaluate.py", "-m", "train.lr_factor=0.5,2", "seed=1,2", "decode=greedy",
+         *common], repo)
+    run([sys.executable, "pipeline/aggregate.py", *common, "paths.results=sweep/results", "aggregate.rows=[base]",
+         "aggregate.seeds=[1,2]"], repo)
+    runs = sorted(p.parent.relative_to(repo / "sweep" / "runs").as_posix()
+                  for p in (repo / "sweep" / "runs").glob("**/train.json"))
+    assert runs == ["base/lr_factor=0.5/seed1", "base/lr_factor=0.5/seed2", "base/lr_factor=2/seed1",
+                    "base/lr_factor=2/seed2"]
+    evals = sorted(p.parent.parent.name for p in (repo / "sweep" / "evals").glob("**/eval.json"))
+    assert evals == ["lr_factor=0.5,strategy=greedy,beam_size=1,length_penalty=0"] * 2 + [
+        "lr_factor=2,strategy=greedy,beam_size=1,length_penalty=0"] * 2
+    with open(repo / "sweep" / "results" / "sweep.csv", encoding="utf-8") as f:
+        lines = list(csv.DictReader(f))
+    assert [(r["set.train.lr_factor"], r["n_seeds"]) for r in lines] == [("0.5", "2"), ("2.0", "2")]
+    assert lines[0]["delta_bleu"] == "" and lines[1]["delta_bleu"] != ""  # against the sweep's first point
+    assert "| base |" in (repo / "sweep" / "results" / "sweep.md").read_text()
+
+
 def test_exp_run_with_one_more_seed_trains_only_that_seed(repo: Path) -> None:
     before = (repo / "runs" / "base" / "seed1" / "train.json").read_text()
     out = dvc("exp", "run", "-S", "seeds=[1,2,3]", cwd=repo)
@@ -218,3 +242,20 @@ def test_every_file_a_stage_reads_is_a_dep_and_every_file_it_writes_an_out(repo:
         problems += [f"{stage} writes {rel}, which dvc.yaml does not list as an out"
                      for rel in sorted(writes.get(stage, ())) if not _covered(rel, outs)]
     assert not problems, "\n".join(problems)
+
+
+def test_exp_run_sets_any_config_key_and_reruns_only_the_stages_it_concerns(repo: Path) -> None:
+    out = dvc("exp", "run", "-S", "train.lr_factor=2", cwd=repo)
+    ran = {line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage")}
+    assert ran == {"train@base", "evaluate@base", "aggregate"}, out
+    assert (repo / "runs" / "base" / "lr_factor=2" / "seed1" / "train.json").is_file()
+    assert (repo / "runs" / "base" / "seed1" / "train.json").is_file()  # the row's own runs are kept
+    config = yaml.safe_load((repo / "runs" / "base" / "lr_factor=2" / "seed1" / "config.yaml").read_text())
+    assert config["train"]["lr_factor"] == 2 and config["variant"] == {"train.lr_factor": 2.0}
+    out = dvc("exp", "run", "-S", "decode.beam_size=2", cwd=repo)  # a decode setting: no retraining
+    ran = {line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage")}
+    assert ran == {"evaluate@base", "aggregate"}, out
+    assert (repo / "evals" / "base" / "lr_factor=2,beam_size=2" / "seed2" / "eval.json").is_file()
+    shown = json.loads(dvc("exp", "show", "--json", cwd=repo))
+    params = next(iter(shown))["data"]["params"]["params.yaml"]["data"]  # the workspace
+    assert params["train"]["lr_factor"] == 2 and params["decode"]["beam_size"] == 2

@@ -128,8 +128,10 @@ def test_aggregate_writes_table3_with_seed_counts(workspace: Path) -> None:
     with open(workspace / "results" / "curves.csv", encoding="utf-8") as f:  # for `dvc plots show`
         points = [(r["run"], int(r["step"])) for r in csv.DictReader(f)]
     assert points == [("base-s1", 6), ("base-s1", 12), ("base-s2", 6), ("base-s2", 12)]
-    metrics = json.loads((workspace / "results" / "metrics.json").read_text())  # for `dvc metrics show`
-    assert metrics["base"]["n_seeds"] == 2 and metrics["base"]["ppl_mean"] == pytest.approx(float(rows[0]["ppl_mean"]))
+    metrics = json.loads((workspace / "results" / "metrics.json").read_text())  # for `dvc exp show`: headlines
+    assert set(metrics["table3"]["base"]) == {"dev_bleu", "dev_bleu_ci95", "verdict"}
+    assert metrics["table3"]["base"]["dev_bleu"] == pytest.approx(float(rows[0]["bleu_mean"]))
+    assert set(metrics["table2"]["base"]) == {"test_bleu", "test_bleu_tok"}
 
 
 def test_multi30k_from_a_local_folder_end_to_end(shared_dir: Path, tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from aiayn.report import aggregate, collect_runs
 from aiayn.report.significance import seeds_needed
-from aiayn.report.table2 import build_table2
+from aiayn.report.table2 import build_table2, table2_metrics
 from aiayn.report.table3 import build_table3, sign_agreement, table3_metrics
 
 T3_REQUIRED = ["row", "n_seeds", "bleu_mean", "bleu_ci95_low", "bleu_ci95_high", "ppl_mean", "ppl_ci95_low",
@@ -58,8 +58,10 @@ def test_table3_rows(fabricated):
     assert custom["paper_bleu"] is None and custom["sign_matches_paper"] is None and custom["verdict"] == "higher"
     assert custom["delta_bleu_p_holm"] == 0.0 and custom["seeds_needed"] is None  # no spread to plan with
     assert custom["params_m"] == pytest.approx(0.123456)
-    assert table3_metrics(list(rows.values()))["A1"]["verdict"] == "reproduced"
-    assert "delta_bleu_p_holm" in table3_metrics(list(rows.values()))["A1"]
+    headline = table3_metrics(list(rows.values()))  # dvc exp show's columns: four numbers a row, no more
+    assert headline["A1"] == {"dev_bleu": a1["bleu_mean"], "dev_bleu_ci95": pytest.approx(
+        (a1["bleu_ci95_high"] - a1["bleu_ci95_low"]) / 2), "delta_bleu": a1["delta_bleu"], "verdict": "reproduced"}
+    assert "delta_bleu" not in headline["base"] and set(headline["D1"]) == {"dev_bleu", "delta_bleu", "verdict"}
 
 
 def test_table3_pairs_rows_with_their_own_seeds(fabricated):
@@ -76,6 +78,7 @@ def test_table2_rows(fabricated):
     ours = [r for r in rows if r["source"] == "ours"]
     assert [(r["system"], r["pair"], r["n_seeds"]) for r in ours] == [("Transformer (base model), ours", "en_de", 3)]
     assert ours[0]["paper_bleu"] == 27.3 and ours[0]["paper_train_flops"] == 3.3e18
+    assert table2_metrics(rows) == {"base": {"test_bleu": ours[0]["bleu_mean"], "test_bleu_tok": ours[0]["bleu_tok_mean"]}}
     assert ours[0]["train_flops_estimated"] == 2.0 * 1 * 1e9  # wall time x devices x rate
     assert ours[0]["train_flops_counted"] > 0 and ours[0]["bleu_ci95_low"] is not None
     paper = {r["system"]: r for r in rows if r["source"] == "paper"}
@@ -88,8 +91,8 @@ def test_aggregate_writes_every_output(fabricated):
     summary = aggregate(fabricated["runs"], fabricated["rows"] + ["big"], fabricated["seeds"], fabricated["refs"],
                         out)
     names = sorted(p.name for p in out.iterdir())
-    assert names == ["bleu_by_row.png", "curves.csv", "learning_curves.png", "table2.csv", "table2.md",
-                     "table2.tex", "table3.csv", "table3.md", "table3.tex"]
+    assert names == ["bleu_by_row.png", "curves.csv", "learning_curves.png", "sweep.csv", "sweep.md", "table2.csv",
+                     "table2.md", "table2.tex", "table3.csv", "table3.md", "table3.tex"]
     assert summary["n_per_row"] == {"base": 3, "A1": 3, "A3": 3, "C5": 3, "D1": 1, "custom": 3, "big": 0}
     assert "big/seed1" in summary["failed"]
     json.dumps(summary)  # plain values, ready for logging
@@ -112,7 +115,7 @@ def test_aggregate_writes_every_output(fabricated):
 def test_aggregate_without_any_run_or_reference(tmp_path):
     summary = aggregate(tmp_path / "runs", ["base", "A1"], [1, 2], {}, tmp_path / "results")
     assert summary["n_ok"] == 0 and summary["n_per_row"] == {"base": 0, "A1": 0}
-    assert len(summary["outputs"]) == 9 and all((tmp_path / "results" / n).stat().st_size > 0
+    assert len(summary["outputs"]) == 11 and all((tmp_path / "results" / n).stat().st_size > 0
                                                  for n in ("table3.csv", "table2.md", "learning_curves.png"))
     assert (tmp_path / "results" / "curves.csv").read_text() == "row,seed,run,step,val_loss,val_ppl\n"
     assert "runs/A1/seed2 is missing" in (tmp_path / "results" / "table3.md").read_text()

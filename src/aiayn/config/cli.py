@@ -5,15 +5,17 @@ import sys
 from typing import Any, Callable
 
 import hydra
+from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from aiayn.config.composition import CONF_DIR, register_configs
-from aiayn.config.params import read_params_list, seeds_per_row
+from aiayn.config.composition import CONF_DIR, register_configs, with_variant
+from aiayn.config.params import read_overrides, read_params_list, seeds_per_row
 from aiayn.config.resolve import ConfigError
 from aiayn.config.rowfile import check_row_overrides
 from aiayn.tracking import SECRET_KEY
 
 SEEDS_FROM = "seeds_from="
+OVERRIDES_FROM = "overrides_from="
 
 
 def refuse_secret_overrides(argv: list[str]) -> None:
@@ -54,13 +56,31 @@ def expand_seeds_from(argv: list[str]) -> list[str]:
     return out if {"-m", "--multirun"} & set(out) else ["--multirun", *out]
 
 
+def expand_overrides_from(argv: list[str]) -> list[str]:
+    """`overrides_from=FILE` stands for FILE's non-null `model`, `train` and `decode` settings as overrides
+    (`train.lr_factor=2`), placed where it stands: what `dvc exp run -S train.lr_factor=2` sets in params.yaml
+    reaches every stage that passes it (dvc.yaml), before each row's own patch. Overrides after it win."""
+    out = []
+    for arg in argv:
+        out += read_overrides(arg[len(OVERRIDES_FROM):]) if arg.startswith(OVERRIDES_FROM) else [arg]
+    return out
+
+
 def hydra_main(run: Callable[[DictConfig], Any]) -> None:
-    """Run `run(cfg)` under `@hydra.main` on conf/config.yaml (overrides, multirun and launchers included)."""
-    sys.argv[1:] = expand_seeds_from(sys.argv[1:])
+    """Run `run(cfg)` under `@hydra.main` on conf/config.yaml (overrides, multirun and launchers included); each
+    job's config carries its variant (aiayn.config.variant), derived from that job's overrides."""
+    try:
+        sys.argv[1:] = expand_seeds_from(expand_overrides_from(sys.argv[1:]))
+    except (FileNotFoundError, ValueError) as err:
+        sys.exit(f"error: {err}")
     refuse_secret_overrides(sys.argv[1:])
     try:
         check_row_overrides(sys.argv[1:], CONF_DIR)
     except ConfigError as err:
         sys.exit(f"error: {err}")
     register_configs()
-    hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")(run)()
+
+    def job(cfg: DictConfig) -> Any:
+        return run(with_variant(cfg, list(HydraConfig.get().overrides.task), CONF_DIR))
+
+    hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")(job)()

@@ -13,6 +13,7 @@ from aiayn.io import atomic_write_text
 
 T = TypeVar("T")
 EXTRA_SEEDS = "extra_seeds"  # row -> seeds it runs besides `seeds` (and base runs them too: differences are paired)
+OVERRIDE_GROUPS = ("model", "train", "decode")  # params.yaml's overrides of conf/ for every row (null: none)
 
 
 def _load(path: Path, key: str) -> dict[str, Any]:
@@ -100,3 +101,34 @@ def write_seed_lists(params_file: str | Path, out_dir: str | Path) -> dict[str, 
                           f"# {row}'s seeds: seeds + {EXTRA_SEEDS}.{row} of {Path(params_file).name} "
                           f"(written by pipeline/seeds.py)\nseeds: [{', '.join(map(str, seeds))}]\n")
     return per_row
+
+
+def read_overrides(path: str | Path) -> list[str]:
+    """params.yaml's `model`, `train` and `decode` mappings as Hydra overrides (`train.lr_factor=2`), nulls left
+    out; a key the schema does not have is refused naming the file, the key and the nearest valid one."""
+    from aiayn.config.rowfile import nearest_key
+    from aiayn.config.schema import ROW_GROUPS
+
+    path = Path(path)
+    params, out = _load(path, "overrides"), []
+    for group in OVERRIDE_GROUPS:
+        values = params.get(group) or {}
+        if not isinstance(values, dict):
+            raise ValueError(f"{path}: key '{group}' must map {group} settings to values (null: none), got {values!r}")
+        valid = [f"{group}.{f}" for f in ROW_GROUPS[group].__dataclass_fields__]
+        for key, value in values.items():
+            if f"{group}.{key}" not in valid:
+                hint = nearest_key(f"{group}.{key}", valid)
+                raise ValueError(f"{path}: unknown key '{group}.{key}'" + (f" (did you mean '{hint}'?)" if hint else ""))
+            if value is not None:
+                out.append(f"{group}.{key}={_hydra_value(value)}")
+    return out
+
+
+def _hydra_value(value: Any) -> str:
+    """A value in Hydra's override grammar: strings quoted, booleans lower-case, numbers as they are."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    return str(value)

@@ -3,19 +3,20 @@
 The dataclass defaults are the paper's values (base model, section 3 and 5); `conf/` holds every other value,
 once. A misspelt key fails when the config is composed, before any work starts.
 
-Two kinds of field are marked here, once, and everything else derives from the marks: `relative(...)` is a size
+Three kinds of field are marked here, once, and everything else derives from the marks: `relative(...)` is a size
 or step count that a row (conf/row/) changes *relative to the paper's value*, so that "d_model: 256" means half the
 scale's base width at every scale (RowConfig); `choice(...)` is a string with a fixed set of values, checked before
-anything runs (aiayn.config.resolve). Every other key a row sets is absolute.
+anything runs (aiayn.config.resolve); `observed(...)` changes how a run is watched or scheduled, not what it
+computes (resume and run-folder names ignore it). Every other key a row sets is absolute.
 """
 from __future__ import annotations
 
 import dataclasses
 import typing
 from dataclasses import dataclass, field
-from typing import Any, List, Optional
+from typing import Any, Dict, List, Optional
 
-RELATIVE, CHOICES = "aiayn_relative", "aiayn_choices"
+RELATIVE, CHOICES, OBSERVED = "aiayn_relative", "aiayn_choices", "aiayn_observed"
 
 
 def relative(default: int) -> Any:
@@ -26,6 +27,17 @@ def relative(default: int) -> Any:
 def choice(default: str, *others: str) -> Any:
     """A string that must be one of (default, *others); the default is the paper's."""
     return field(default=default, metadata={CHOICES: (default, *others)})
+
+
+def observed(default: Any) -> Any:
+    """A setting of how a run is observed, checkpointed or scheduled, not of what it computes: a resume may differ
+    in it, and a run that differs only in it is not a variant of its row (aiayn.config.variant)."""
+    return field(default=default, metadata={OBSERVED: True})
+
+
+def observed_keys(schema: type) -> tuple[str, ...]:
+    """The fields of `schema` marked `observed`."""
+    return tuple(f.name for f in dataclasses.fields(schema) if f.metadata.get(OBSERVED))
 
 
 def relative_keys(schema: type) -> tuple[str, ...]:
@@ -125,20 +137,20 @@ class TrainConfig:
     adam_eps: float = 1e-9
     label_smoothing: float = 0.1  # eps_ls, section 5.4
     grad_clip: float = 0.0  # 0 = none, as in the paper
-    val_every_steps: int = 1000
-    log_every_steps: int = 50
-    ckpt_every_steps: int = 0  # 0 = off; a checkpoint every K steps
-    ckpt_every_minutes: float = 10.0  # 0 = off; the paper's 10-minute interval (section 6.1)
+    val_every_steps: int = observed(1000)
+    log_every_steps: int = observed(50)
+    ckpt_every_steps: int = observed(0)  # 0 = off; a checkpoint every K steps
+    ckpt_every_minutes: float = observed(10.0)  # 0 = off; the paper's 10-minute interval (section 6.1)
     # Averaging snapshots every K steps when the resume checkpoint's cadence is coarser; 0: the same cadence.
     # With a step cadence, only the last keep_last are ever written.
-    snapshot_every_steps: int = 0
+    snapshot_every_steps: int = observed(0)
     # Weights-only snapshots kept for averaging, written at the checkpoint cadence beside the full last.ckpt
     # that resumes; null: as many as the row averages (row.average_last; none when it averages nothing).
-    keep_last: Optional[int] = None
-    compile: bool = False  # torch.compile the model (GPU runs)
-    fused_adam: bool = True  # torch's fused Adam kernel where the device supports it (CUDA and CPU)
-    num_workers: int = 0
-    resume: bool = True  # continue from checkpoints/last.ckpt when its config matches
+    keep_last: Optional[int] = observed(None)
+    compile: bool = observed(False)  # torch.compile the model (GPU runs): the same function, faster
+    fused_adam: bool = observed(True)  # torch's fused Adam kernel where the device supports it (CUDA and CPU)
+    num_workers: int = observed(0)
+    resume: bool = observed(True)  # continue from checkpoints/last.ckpt when its config matches
 
 
 @dataclass
@@ -161,9 +173,9 @@ class DecodeConfig:
     beam_size: int = 4
     length_penalty: float = 0.6
     max_len_b: int = 50
-    batch_tokens: int = 4096
+    batch_tokens: int = observed(4096)  # per decoding batch
     bootstrap: int = 1000  # sacreBLEU bootstrap resamples for the test-set CI
-    samples: int = 20  # sample translations logged to wandb
+    samples: int = observed(20)  # sample translations logged to wandb
 
 
 @dataclass
@@ -234,8 +246,12 @@ class PathsConfig:
     runs: str = "runs"
     results: str = "results"
     evals: str = "evals"
-    run_dir: str = "${paths.runs}/${row.name}/seed${seed}"  # the train stage's folder for one run
-    eval_dir: str = "${paths.evals}/${row.name}/seed${seed}"  # the evaluate stage's folder for one run
+    # A variant of the row (aiayn.config.variant) runs in a folder of its own, e.g. runs/base/lr_factor=2/seed1;
+    # prepare() fills these from Config.variant ("" for the row itself).
+    train_variant: str = ""
+    eval_variant: str = ""
+    run_dir: str = "${paths.runs}/${row.name}/${paths.train_variant}seed${seed}"  # the train stage's folder for one run
+    eval_dir: str = "${paths.evals}/${row.name}/${paths.eval_variant}seed${seed}"  # the evaluate stage's folder
     tuning_dir: str = "decode_tuning/${row.name}/seed${seed}"  # pipeline/tune_decode.py's (outside DVC's outputs)
 
 
@@ -252,6 +268,9 @@ class AggregateConfig:
 @dataclass
 class Config:
     seed: int = 1
+    # The result-changing settings in which this run differs from its row at its scale, e.g. {"train.lr_factor": 2}
+    # (aiayn.config.variant, filled by the entry points from the command line).
+    variant: Dict[str, Any] = field(default_factory=dict)
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from aiayn import tracking
 from aiayn.data.batching import eval_batches
@@ -71,7 +71,8 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     tokenizer = Tokenizer(bpe_dir / "spm.model")
     wandb_run = tracking.start_run(cfg, job_type="eval")
     try:
-        result: dict[str, Any] = {"checkpoints_averaged": len(paths), "checkpoints": [p.name for p in paths],
+        result: dict[str, Any] = {"variant": OmegaConf.to_container(cfg.variant), "run": str(run_dir),
+                                  "checkpoints_averaged": len(paths), "checkpoints": [p.name for p in paths],
                                   "beam_size": cfg.decode.beam_size if cfg.decode.strategy == "beam" else 1,
                                   "length_penalty": cfg.decode.length_penalty, "strategy": cfg.decode.strategy}
         lines = {}

@@ -75,7 +75,17 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
-def read_run(runs_dir: Path, row: str, seed: int, evals_dir: Path | None = None) -> RunRecord:
+@dataclass(frozen=True)
+class Variant:
+    """Where a variant of every row runs: runs/{row}/{train}seed{seed} and evals/{row}/{eval}seed{seed}, each
+    "" or a folder name with its "/" (aiayn.config.variant); the row itself by default."""
+
+    train: str = ""
+    eval: str = ""
+
+
+def read_run(runs_dir: Path, row: str, seed: int, evals_dir: Path | None = None,
+             variant: Variant = Variant()) -> RunRecord:
     """Read one run (its eval.json from `evals_dir`, default `runs_dir`); problems become a failed record with
     the file and key named, never an exception.
 
@@ -84,8 +94,9 @@ def read_run(runs_dir: Path, row: str, seed: int, evals_dir: Path | None = None)
     """
     runs_dir = Path(runs_dir)
     evals_dir = Path(evals_dir) if evals_dir is not None else runs_dir
-    path, eval_path = runs_dir / row / f"seed{seed}", evals_dir / row / f"seed{seed}"
-    shown, eval_shown = f"{runs_dir.name}/{row}/seed{seed}", f"{evals_dir.name}/{row}/seed{seed}"
+    train_rel, eval_rel = f"{row}/{variant.train}seed{seed}", f"{row}/{variant.eval}seed{seed}"
+    path, eval_path = runs_dir / train_rel, evals_dir / eval_rel
+    shown, eval_shown = f"{runs_dir.name}/{train_rel}", f"{evals_dir.name}/{eval_rel}"
     failed = dict(row=row, seed=seed, path=path, eval_path=eval_path, ok=False)
     if not path.is_dir():
         return RunRecord(**failed, reason=f"{shown} is missing (not trained)")
@@ -124,8 +135,15 @@ def seeds_by_row(rows: Iterable[str], seeds: Seeds) -> dict[str, list[int]]:
     return {row: seeds for row in rows}
 
 
-def collect_runs(runs_dir: Path, rows: Iterable[str], seeds: Seeds,
-                 evals_dir: Path | None = None) -> list[RunRecord]:
-    """Every (row, seed) in the given order, including missing and failed runs with their reasons."""
-    return [read_run(Path(runs_dir), row, seed, evals_dir)
+def collect_runs(runs_dir: Path, rows: Iterable[str], seeds: Seeds, evals_dir: Path | None = None,
+                 variant: Variant = Variant()) -> list[RunRecord]:
+    """Every (row, seed) of one variant in the given order, including missing and failed runs with their reasons."""
+    return [read_run(Path(runs_dir), row, seed, evals_dir, variant)
             for row, row_seeds in seeds_by_row(rows, seeds).items() for seed in row_seeds]
+
+
+def find_variants(evals_dir: Path, row: str) -> list[str]:
+    """The eval-variant folders of a row that hold evaluated seeds ("" for the row itself first, then by name)."""
+    found = {p.parent.parent.relative_to(Path(evals_dir) / row).as_posix()
+             for p in (Path(evals_dir) / row).glob("**/seed*/eval.json")}
+    return sorted(("" if v == "." else f"{v}/" for v in found), key=lambda v: (v != "", v))

@@ -20,14 +20,14 @@ class Column:
     """One column of a table as shown (markdown, LaTeX) and the CSV keys behind it, in the order the CSV has them.
 
     `header` None: a CSV-only column. `cell` formats a row's shown cell (default: its first key's value, or a
-    dash). `metrics`: the keys `dvc metrics show` gets (results/metrics.json); None: those of `keys` that hold a
-    number.
+    dash). `metrics`: the headline numbers this column gives `dvc metrics show` / `dvc exp show`
+    (results/metrics.json), each a name and how to get it from a row; most columns give none.
     """
 
     header: str | None
     keys: tuple[str, ...]
     cell: Callable[[Mapping[str, Any]], str] | None = None
-    metrics: tuple[str, ...] | None = None
+    metrics: tuple[tuple[str, Callable[[Mapping[str, Any]], Any]], ...] = ()
 
     def show(self, row: Mapping[str, Any]) -> str:
         if self.cell is not None:
@@ -48,15 +48,19 @@ def shown(columns: Sequence[Column], rows: Sequence[Mapping[str, Any]]) -> tuple
 
 
 def metrics(columns: Sequence[Column], row: Mapping[str, Any]) -> dict[str, Any]:
-    """One table row's values for results/metrics.json: each column's `metrics` keys, or its numeric keys."""
+    """One table row's headline numbers for results/metrics.json (the columns' `metrics`, undefined ones left out)."""
     out = {}
     for c in columns:
-        for key in c.metrics if c.metrics is not None else c.keys:
-            value = row.get(key)
-            if value is not None and (c.metrics is not None or (isinstance(value, (int, float))
-                                                                 and not isinstance(value, bool))):
-                out[key] = value
+        for name, get in c.metrics:
+            value = get(row)
+            if value is not None:
+                out[name] = value
     return out
+
+
+def half_width(low: Any, high: Any) -> float | None:
+    """Half a symmetric interval's width, or None without one."""
+    return None if low is None or high is None else (high - low) / 2
 
 
 def atomic_write(path: Path, write: Callable[[Path], None]) -> Path:

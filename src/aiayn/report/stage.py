@@ -12,6 +12,8 @@ from aiayn import tracking
 from aiayn.config.params import read_params_list, seeds_per_row
 from aiayn.io import atomic_write_json
 from aiayn.report import aggregate as build_tables
+from aiayn.report.collect import Variant
+from aiayn.report.table2 import table2_metrics
 from aiayn.report.table3 import table3_metrics
 
 log = logging.getLogger(__name__)
@@ -36,9 +38,11 @@ def aggregate(cfg: DictConfig) -> dict[str, Any]:
         runs_dir=Path(cfg.paths.runs), evals_dir=Path(cfg.paths.evals), rows=rows, seeds=seeds,
         refs={"valid": raw / "valid.tgt", "test": raw / "test.tgt"}, out_dir=Path(cfg.paths.results),
         sustained_flops_per_device=cfg.aggregate.sustained_flops_per_device,
+        variant=Variant(train=cfg.paths.train_variant, eval=cfg.paths.eval_variant),
     )
-    # `dvc metrics show` reads JSON, not CSV: the per-row numbers of Table 3 again, keyed by row.
-    atomic_write_json(Path(cfg.paths.results) / "metrics.json", table3_metrics(summary["table3"]))
+    # `dvc metrics show` / `dvc exp show` read JSON: the headline numbers of Tables 3 and 2 (full tables: CSV).
+    atomic_write_json(Path(cfg.paths.results) / "metrics.json",
+                      {"table3": table3_metrics(summary["table3"]), "table2": table2_metrics(summary["table2"])})
     _log(cfg, summary, Path(cfg.paths.results))
     return summary
 
@@ -50,7 +54,7 @@ def _log(cfg: DictConfig, summary: dict[str, Any], results: Path) -> None:
     try:
         import wandb
 
-        for name in ("table3", "table2"):
+        for name in ("table3", "table2", "sweep"):
             path = results / f"{name}.csv"
             if path.exists():
                 with open(path, encoding="utf-8", newline="") as f:

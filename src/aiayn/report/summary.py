@@ -8,7 +8,8 @@ from typing import Any
 
 from aiayn.io import atomic_write_text, read_lines
 from aiayn.curve import read_curve
-from aiayn.report.collect import RunRecord, Seeds, collect_runs, seeds_by_row
+from aiayn.report.collect import RunRecord, Seeds, Variant, collect_runs, seeds_by_row
+from aiayn.report.sweep import build_sweep, collect_points, write_sweep
 from aiayn.report.plots import plot_bleu_by_row, plot_learning_curves
 from aiayn.report.table2 import P100_SUSTAINED_FLOPS, build_table2, write_table2
 from aiayn.report.table3 import build_table3, write_table3
@@ -60,16 +61,18 @@ def describe_seeds(seeds: Mapping[str, Sequence[int]]) -> str:
 def aggregate(
     runs_dir: Path, rows: Iterable[str], seeds: Seeds, refs: Mapping[str, Path], out_dir: Path,
     sustained_flops_per_device: float = P100_SUSTAINED_FLOPS, evals_dir: Path | None = None,
+    variant: Variant = Variant(),
 ) -> dict[str, Any]:
-    """Write table3.{md,csv,tex}, table2.{md,csv,tex}, bleu_by_row.png and learning_curves.png into out_dir.
+    """Write table3.{md,csv,tex}, table2.{md,csv,tex}, sweep.{md,csv}, bleu_by_row.png and learning_curves.png.
 
     `seeds` is one list for every row or each row's own (a row is compared with base on the seeds both have).
     refs maps a split ("valid", "test") to its reference file. Missing or failed runs are reported, never fatal.
-    eval.json files are read from `evals_dir` (default: `runs_dir`).
+    eval.json files are read from `evals_dir` (default: `runs_dir`). Tables 2 and 3 are of one `variant` (the
+    rows themselves by default); the sweep table has every evaluated variant of the rows.
     """
     rows, out_dir = list(rows), Path(out_dir)
     seeds = seeds_by_row(rows, seeds)
-    records = collect_runs(Path(runs_dir), rows, seeds, evals_dir)
+    records = collect_runs(Path(runs_dir), rows, seeds, evals_dir, variant)
     ok = [r for r in records if r.ok]
     lengths = sentence_lengths(refs)
     context = dict(scale=_distinct(ok, "scale", "name"), data=_distinct(ok, "data", "name"),
@@ -78,7 +81,9 @@ def aggregate(
     table3 = build_table3(records)
     table2 = build_table2(records, lengths, sustained_flops_per_device)
     curves = {f"{r.row}/seed{r.seed}": r.path / "curve.csv" for r in records if (r.path / "curve.csv").is_file()}
+    sweep, swept = build_sweep(collect_points(Path(evals_dir or runs_dir), rows))
     outputs = [*write_table3(table3, out_dir, context), *write_table2(table2, out_dir, context),
+               *write_sweep(sweep, swept, out_dir),
                write_curves(curves, out_dir / "curves.csv"),
                plot_bleu_by_row(table3, out_dir / "bleu_by_row.png"),
                plot_learning_curves(curves, out_dir / "learning_curves.png")]
@@ -90,6 +95,7 @@ def aggregate(
         "context": context,
         "table3": table3,
         "table2": table2,
+        "sweep": sweep,
         "outputs": [str(p) for p in outputs],
     }
 

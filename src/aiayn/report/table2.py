@@ -8,7 +8,7 @@ from typing import Any
 from aiayn.flops import training_flops
 from aiayn.report.collect import RunRecord, row_settings
 from aiayn.report.formats import (DASH, Column, atomic_write_text, csv_columns, csv_text, latex_tabular,
-                                  markdown_table, mean_pm, num, sci, shown)
+                                  markdown_table, mean_pm, metrics, num, sci, shown)
 from aiayn.report.paper import paper_bleu_and_cost, paper_table2
 from aiayn.report.stats import mean_ci
 
@@ -23,11 +23,11 @@ def _ci(key: str) -> tuple[tuple[str, ...], Any]:
 
 # Table 2's columns as shown, each with its CSV keys (the CSV's order).
 COLUMNS: tuple[Column, ...] = (
-    Column("System", ("system", "source")),
+    Column("System", ("system", "source", "row")),
     Column("Pair", ("pair",)),
     Column("n", ("n_seeds",)),
-    Column("test BLEU (sacre)", *_ci("bleu")),
-    Column("test BLEU (tok)", *_ci("bleu_tok")),
+    Column("test BLEU (sacre)", *_ci("bleu"), metrics=(("test_bleu", lambda r: r["bleu_mean"]),)),
+    Column("test BLEU (tok)", *_ci("bleu_tok"), metrics=(("test_bleu_tok", lambda r: r["bleu_tok_mean"]),)),
     Column("paper BLEU", ("paper_bleu",), lambda r: num(r["paper_bleu"])),
     Column("FLOPs (time×devices×rate)", ("train_flops_estimated",), lambda r: sci(r["train_flops_estimated"])),
     Column("FLOPs (counted)", ("train_flops_counted",), lambda r: sci(r["train_flops_counted"])),
@@ -74,7 +74,7 @@ def _ours(name: str, pair: str, recs: Sequence[RunRecord], sustained: float, len
     devices = sorted({f"{d.get('count')}x {d.get('name')}" for r in recs if (d := r.train.get("device"))})
     ref = (row_settings(recs).get("paper") or {}).get("table2")
     paper_bleu, paper_cost = paper_bleu_and_cost(ref, pair) if ref else (None, None)
-    return dict(system=f"{ref or name}, ours", source="ours", pair=pair, n_seeds=len(recs),
+    return dict(system=f"{ref or name}, ours", source="ours", row=name, pair=pair, n_seeds=len(recs),
                 bleu_mean=bleu.mean, bleu_ci95_low=bleu.low, bleu_ci95_high=bleu.high,
                 bleu_tok_mean=tok.mean, bleu_tok_ci95_low=tok.low, bleu_tok_ci95_high=tok.high,
                 paper_bleu=paper_bleu, train_flops_estimated=est.mean, train_flops_counted=counted.mean,
@@ -103,6 +103,14 @@ def build_table2(records: Sequence[RunRecord], lengths: tuple[float, float],
                 rows.append(dict(system=entry["model"], source="paper", pair=pair, paper_bleu=bleu,
                                  paper_train_flops=cost))
     return [{k: row.get(k) for k in KEYS} for row in rows]
+
+
+def table2_metrics(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Our Table 2 systems' test BLEU (sacreBLEU and the paper's tokenized), keyed by row ("base_en_de" when a
+    pipeline tabulates more than one language pair), for `dvc exp show`."""
+    ours = [r for r in rows if r["source"] == "ours"]
+    several = len({r["pair"] for r in ours}) > 1
+    return {(f"{r['row']}_{r['pair']}" if several else r["row"]): metrics(COLUMNS, r) for r in ours}
 
 
 def write_table2(rows: Sequence[dict[str, Any]], out_dir: Path, context: Mapping[str, Any]) -> list[Path]:

@@ -7,7 +7,7 @@ from typing import Any
 
 from aiayn.report.collect import RunRecord, row_settings
 from aiayn.report.formats import (DASH, Column, atomic_write_text, csv_columns, csv_text, latex_tabular,
-                                  markdown_table, mean_pm, metrics, num, pvalue, shown, signed)
+                                  half_width, markdown_table, mean_pm, metrics, num, pvalue, shown, signed)
 from aiayn.report.paper import paper_table3
 from aiayn.report.significance import ALPHA, POWER, holm, seeds_needed, sign_flip_p, verdict
 from aiayn.report.stats import mean_ci, paired_test
@@ -112,15 +112,17 @@ def _ci(key: str, sign: bool = False) -> tuple[tuple[str, ...], Any]:
 # Table 3's columns, in the order the table shows them; each carries its CSV keys (CSV and metrics.json derive from
 # this one list: aiayn.report.formats).
 COLUMNS: tuple[Column, ...] = (
-    Column("Row", ("row",), metrics=()),
+    Column("Row", ("row",)),
     Column("n", ("n_seeds", "seeds")),
-    Column("dev BLEU", *_ci("bleu")),
+    Column("dev BLEU", *_ci("bleu"), metrics=(
+        ("dev_bleu", lambda r: r["bleu_mean"]),
+        ("dev_bleu_ci95", lambda r: half_width(r["bleu_ci95_low"], r["bleu_ci95_high"])))),
     Column("ΔBLEU", _ci("delta_bleu", sign=True)[0] + ("delta_bleu_sd", "delta_bleu_n_pairs"),
-           _ci("delta_bleu", sign=True)[1]),
+           _ci("delta_bleu", sign=True)[1], metrics=(("delta_bleu", lambda r: r["delta_bleu"]),)),
     Column("p (t)", ("delta_bleu_p_seeds",), lambda r: pvalue(r["delta_bleu_p_seeds"])),
     Column("p (sign-flip)", ("delta_bleu_p_sign_flip",), lambda r: pvalue(r["delta_bleu_p_sign_flip"])),
     Column("p (Holm)", ("delta_bleu_p_holm",), lambda r: pvalue(r["delta_bleu_p_holm"])),
-    Column("verdict", ("verdict",), lambda r: r["verdict"], metrics=("verdict",)),
+    Column("verdict", ("verdict",), lambda r: r["verdict"], metrics=(("verdict", lambda r: r["verdict"]),)),
     Column("seeds needed", ("seeds_needed",), lambda r: _seeds_needed(r["seeds_needed"])),
     Column("paper BLEU", ("paper_bleu",), lambda r: num(r["paper_bleu"], 1)),
     Column("paper Δ", ("paper_delta_bleu", "sign_matches_paper"), lambda r: signed(r["paper_delta_bleu"], 1)),
@@ -175,5 +177,6 @@ def write_table3(rows: Sequence[dict[str, Any]], out_dir: Path, context: Mapping
 
 
 def table3_metrics(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Table 3 keyed by row for `dvc metrics show` (results/metrics.json)."""
+    """Table 3's headline numbers keyed by row, for `dvc exp show` (results/metrics.json): dev BLEU, its CI
+    half-width, the difference from base and the verdict; the full table stays in table3.csv."""
     return {r["row"]: metrics(COLUMNS, r) for r in rows}

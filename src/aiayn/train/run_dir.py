@@ -16,14 +16,14 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from aiayn import tracking
+from aiayn.config.schema import TrainConfig, observed_keys
 
 log = logging.getLogger(__name__)
 
 
-# Train settings that change how a run is observed, not what it computes: a resume may differ in these.
-OBSERVATIONAL = {"val_every_steps", "log_every_steps", "ckpt_every_steps", "ckpt_every_minutes", "keep_last",
-                 "snapshot_every_steps",
-                 "resume", "num_workers", "max_steps"}
+# Train settings a resume may differ in: how a run is observed (schema `observed`), and its length (a longer run
+# continues a shorter one).
+RESUMABLE_ACROSS = {*observed_keys(TrainConfig), "max_steps"}
 
 
 # The code a training run's numbers depend on (the train stage's code deps in dvc.yaml).
@@ -44,7 +44,7 @@ def code_sha256() -> str:
 
 def fingerprint(cfg: DictConfig, tokenizer_path: Path) -> dict[str, Any]:
     """What a checkpoint must share with this run to be resumed by it: config, data, tokenizer and code."""
-    train = {k: v for k, v in OmegaConf.to_container(cfg.train).items() if k not in OBSERVATIONAL}
+    train = {k: v for k, v in OmegaConf.to_container(cfg.train).items() if k not in RESUMABLE_ACROSS}
     return {
         "code_sha256": code_sha256(),
         "row": cfg.row.name,

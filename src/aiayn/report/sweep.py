@@ -1,0 +1,109 @@
+"""The sweep table: every variant of every row that was evaluated (evals/{row}/{variant}/seed{seed}/eval.json, from
+Hydra sweeps or `dvc exp` runs), one line per (row, override set), with the swept keys as columns.
+
+Each line: seeds, dev BLEU and dev PPL mean ± 95% CI over them, and the difference from the row's reference point
+paired by seed: the row itself (no overrides) when it was evaluated, else the row's first variant.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aiayn.report.collect import find_variants
+from aiayn.report.formats import (DASH, Column, atomic_write_text, csv_columns, csv_text, markdown_table, mean_pm,
+                                  shown)
+from aiayn.report.stats import mean_ci, paired_test
+
+ROW_ITSELF = "(row)"  # the variant column of a row's own runs
+
+
+@dataclass
+class Point:
+    """One (row, variant): its dev BLEU and PPL by seed."""
+
+    row: str
+    folder: str  # "" or "lr_factor=2/"
+    variant: dict[str, Any] = field(default_factory=dict)
+    bleu: dict[int, float] = field(default_factory=dict)
+    ppl: dict[int, float] = field(default_factory=dict)
+
+
+def collect_points(evals_dir: Path, rows: Iterable[str]) -> list[Point]:
+    """Every evaluated variant of the given rows; a seed whose eval.json is unreadable is left out."""
+    points = []
+    for row in rows:
+        for folder in find_variants(evals_dir, row):
+            point = Point(row, folder)
+            for path in sorted((Path(evals_dir) / row / folder).glob("seed*/eval.json")):
+                try:
+                    ev, seed = json.loads(path.read_text(encoding="utf-8")), int(path.parent.name[4:])
+                except (OSError, ValueError):
+                    continue
+                point.variant = ev.get("variant") or point.variant
+                if isinstance(ev.get("dev_bleu"), (int, float)):
+                    point.bleu[seed] = float(ev["dev_bleu"])
+                if isinstance(ev.get("dev_ppl"), (int, float)):
+                    point.ppl[seed] = float(ev["dev_ppl"])
+            points.append(point)
+    return points
+
+
+def build_sweep(points: Sequence[Point]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The table's lines and the swept keys (every key any variant sets, in first-seen order)."""
+    keys = list(dict.fromkeys(k for p in points for k in p.variant))
+    reference: dict[str, Point] = {}
+    for p in points:  # the row itself when present (it sorts first), else the row's first variant
+        reference.setdefault(p.row, p)
+    lines = []
+    for p in points:
+        bleu, ppl, ref = mean_ci(p.bleu.values()), mean_ci(p.ppl.values()), reference[p.row]
+        line: dict[str, Any] = dict(row=p.row, variant=p.folder.rstrip("/") or ROW_ITSELF, n_seeds=len(p.bleu),
+                                    seeds=" ".join(map(str, sorted(p.bleu))), bleu_mean=bleu.mean,
+                                    bleu_ci95_low=bleu.low, bleu_ci95_high=bleu.high, ppl_mean=ppl.mean,
+                                    ppl_ci95_low=ppl.low, ppl_ci95_high=ppl.high,
+                                    reference=ref.folder.rstrip("/") or ROW_ITSELF)
+        line.update({f"set.{k}": p.variant.get(k) for k in keys})
+        if p is not ref:
+            d_bleu, d_ppl = paired_test(p.bleu, ref.bleu), paired_test(p.ppl, ref.ppl)
+            line.update(delta_bleu=d_bleu.mean_diff, delta_bleu_ci95_low=d_bleu.low,
+                        delta_bleu_ci95_high=d_bleu.high, delta_bleu_p=d_bleu.p_value, delta_ppl=d_ppl.mean_diff,
+                        delta_ppl_ci95_low=d_ppl.low, delta_ppl_ci95_high=d_ppl.high)
+        lines.append(line)
+    return lines, keys
+
+
+def columns(keys: Sequence[str]) -> tuple[Column, ...]:
+    """The sweep table's columns: the row, one per swept key, then the scores."""
+    def ci(key: str, sign: bool = False) -> tuple[tuple[str, ...], Any]:
+        names = (key if key.startswith("delta") else f"{key}_mean", f"{key}_ci95_low", f"{key}_ci95_high")
+        return names, lambda r: mean_pm(*(r.get(k) for k in names), sign=sign)
+
+    return (
+        Column("Row", ("row", "variant")),
+        *(Column(key, (f"set.{key}",), lambda r, k=key: DASH if r.get(f"set.{k}") is None else str(r[f"set.{k}"]))
+          for key in keys),
+        Column("n", ("n_seeds", "seeds")),
+        Column("dev BLEU", *ci("bleu")),
+        Column("ΔBLEU", ci("delta_bleu", sign=True)[0] + ("delta_bleu_p",), ci("delta_bleu", sign=True)[1]),
+        Column("dev PPL", *ci("ppl")),
+        Column("ΔPPL", *ci("delta_ppl", sign=True)),
+        Column("Δ against", ("reference",)),
+    )
+
+
+def write_sweep(lines: Sequence[dict[str, Any]], keys: Sequence[str], out_dir: Path) -> list[Path]:
+    """results/sweep.md and sweep.csv (one line per row and override set)."""
+    cols = columns(keys)
+    header, body = shown(cols, lines)
+    md = ("# Sweep: every evaluated override set of each row\n\n"
+          + (markdown_table(header, body) if lines else "No evaluated runs.\n") + "\n"
+          "One line per row and override set found under evals/ (Hydra sweeps, `dvc exp` runs); a dash: the "
+          "scale's and row's own value. dev BLEU (sacreBLEU) and dev PPL are mean ± half-width of a 95% Student-t "
+          "interval over seeds; Δ is paired by seed against the row's own runs when they were evaluated, else "
+          "against the row's first override set (column 'Δ against').\n")
+    out_dir = Path(out_dir)
+    return [atomic_write_text(out_dir / "sweep.md", md),
+            atomic_write_text(out_dir / "sweep.csv", csv_text(lines, csv_columns(cols)))]
