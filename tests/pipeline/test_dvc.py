@@ -4,6 +4,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -114,11 +115,72 @@ def test_dag_is_fetch_bpe_train_evaluate_aggregate(repo: Path) -> None:
         assert edge.split(" --> ")[0] in dag and edge.split(" --> ")[1] in dag
 
 
-def test_dvc_plots_draws_a_validation_curve_per_run(repo: Path) -> None:
-    spec = json.loads(dvc("plots", "show", "--show-vega", "results/curves.csv", cwd=repo))
-    points = spec["data"]["values"]
-    assert {p["run"] for p in points} == {"base-s1", "base-s2"} and all(float(p["val_ppl"]) > 1 for p in points)
-    assert spec["encoding"]["detail"]["field"] == "run"  # .dvc/plots/runs.json: one line per run, coloured by row
+PLOTS = ("validation perplexity of every run", "dev BLEU by row (mean and 95% CI over seeds)",
+         "row minus base, dev BLEU (ours with paired 95% CI; paper as red crosses)",
+         "Table 2, test BLEU (paper systems as bars; ours with 95% CI)", "results/bleu_by_row.png",
+         "results/learning_curves.png")
+
+
+def test_dvc_plots_show_every_plot_the_readme_promises(repo: Path) -> None:
+    plots = json.loads(dvc("plots", "show", "--json", cwd=repo))["data"]
+    assert set(plots) == set(PLOTS), sorted(plots)
+    curves = plots[PLOTS[0]][0]["content"]
+    assert {p["run"] for p in curves["data"]["values"]} == {"base-s1", "base-s2"}
+    assert curves["encoding"]["detail"]["field"] == "run"  # .dvc/plots/runs.json: one line per run, coloured by row
+    bleu = plots[PLOTS[1]][0]["content"]
+    assert [p["row"] for p in bleu["data"]["values"]] == ["base"]
+    assert {layer["mark"]["type"] for layer in bleu["layer"]} == {"rule", "point"}  # CI bars (.dvc/plots/bleu_ci)
+    table2 = plots[PLOTS[3]][0]["content"]["data"]["values"]
+    assert {"Transformer (base model), ours", "ConvS2S"} <= {p["system"] for p in table2}
+    assert all(plots[name][0]["type"] == "image" for name in PLOTS[4:])
+    diff = json.loads(dvc("plots", "diff", "HEAD", "--json", cwd=repo))["data"][PLOTS[1]][0]["content"]
+    assert {p["rev"] for p in diff["data"]["values"]} == {"HEAD", "workspace"}  # one colour per revision
+
+
+VEGA = ("vega@5", "vega-lite@5", "vega-embed@6")  # what DVC's page loads from a CDN, here from the npm registry
+
+
+@pytest.fixture(scope="session")
+def vega_libs(tmp_path_factory) -> Path:
+    """vega, vega-lite and vega-embed from the npm registry (this machine has no CDN), for rendering offline."""
+    if not shutil.which("npm"):
+        pytest.skip("npm is not installed")
+    root = tmp_path_factory.mktemp("vega")
+    proc = subprocess.run(["npm", "install", "--silent", "--no-audit", "--no-fund", *VEGA], cwd=root,
+                          capture_output=True, text=True, timeout=300)
+    if proc.returncode:
+        pytest.skip(f"npm could not install {VEGA}: {proc.stderr[-300:]}")
+    return root / "node_modules"
+
+
+CHROMIUM = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync",
+            "--allow-file-access-from-files", "--virtual-time-budget=20000")
+
+
+def test_dvc_plots_render_in_a_real_browser(repo: Path, vega_libs: Path, tmp_path: Path) -> None:
+    """`dvc plots show` rendered by headless Chromium (Debian's package): every vega plot draws an SVG, both
+    images load; the screenshot is left in the test's folder."""
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("chromium is not installed (Debian: apt-get install chromium)")
+    scripts = "".join(f'<script src="file://{vega_libs / lib}"></script>' for lib in (
+        "vega/build/vega.min.js", "vega-lite/build/vega-lite.js", "vega-embed/build/vega-embed.min.js"))
+    template = tmp_path / "offline.html"
+    template.write_text(f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>aiayn plots</title>{scripts}'
+                        "</head><body>{plot_divs}</body></html>")
+    dvc("plots", "show", "--html-template", str(template), "-o", str(tmp_path / "html"), cwd=repo)
+    page = (tmp_path / "html" / "index.html").as_uri()
+    profile = ["--user-data-dir=" + str(tmp_path / "profile")]
+    dom = subprocess.run([chromium, *CHROMIUM, *profile, "--dump-dom", page], capture_output=True, text=True,
+                         timeout=180).stdout
+    embeds = dom.split('class="vega-embed')[1:]
+    assert len(embeds) == 4 and all("<svg" in e.split("</details>")[-1][:5000] or "<svg" in e for e in embeds)
+    assert dom.count("<svg") >= 4 and "Error" not in dom and dom.count("<img") == 2
+    shot = tmp_path / "plots.png"
+    subprocess.run([chromium, *CHROMIUM, *profile, "--window-size=1300,3000", f"--screenshot={shot}", page],
+                   capture_output=True, timeout=180)
+    assert shot.read_bytes().startswith(b"\x89PNG") and shot.stat().st_size > 50_000
 
 
 def test_adding_a_row_changes_only_that_rows_stages(repo: Path) -> None:

@@ -57,8 +57,11 @@ def test_a_checkpoint_of_another_config_is_moved_aside_not_loaded(stage, overrid
     (run_dir / "checkpoints").mkdir(parents=True)
     for name, data in original.items():
         (run_dir / "checkpoints" / name).write_bytes(data)
+    # An override would name a variant folder of its own (runs/base/d_ff=48,.../seed1); the same folder with another
+    # config is what an edited conf file gives, forced here with paths.run_dir.
     with caplog.at_level(logging.WARNING, logger="aiayn.train.run_dir"):
-        summary = stage("train").run(compose(overrides(tmp_path, "model.d_ff=48", "train.label_smoothing=0.2")))
+        summary = stage("train").run(compose(overrides(tmp_path, "model.d_ff=48", "train.label_smoothing=0.2",
+                                                       f"paths.run_dir={run_dir}")))
     assert "model.d_ff: checkpoint 64 != now 48" in caplog.text
     assert "train.label_smoothing: checkpoint 0.1 != now 0.2" in caplog.text
     (aside,) = run_dir.glob("stale-checkpoints-*")

@@ -1,6 +1,8 @@
 """Figures are written as deterministic PNGs, including with gaps, missing rows and no curves at all."""
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from aiayn.curve import read_curve
@@ -41,3 +43,28 @@ def test_bad_curve_cell_is_named(tmp_path):
     curve.write_text("step,train_loss\n1,5.0\n2,oops\n")
     with pytest.raises(ValueError, match=r"curve.csv:3: column 'train_loss'"):
         read_curve(curve)
+
+
+def test_a_row_is_its_seed_mean_with_the_seeds_range_as_a_band(tmp_path):
+    from aiayn.report.plots import seed_band
+
+    curves = [{"step": [10.0, 20.0, 30.0], "val_ppl": [50.0, math.nan, 30.0]},
+              {"step": [10.0, 20.0, 30.0], "val_ppl": [70.0, 45.0, 20.0]},
+              {"step": [10.0, 30.0], "val_ppl": [60.0, 25.0]}]
+    steps, mean, low, high = seed_band(curves, "val_ppl")
+    assert steps.tolist() == [10.0, 30.0]  # only where every seed has a point
+    assert mean.tolist() == [60.0, 25.0] and low.tolist() == [50.0, 20.0] and high.tolist() == [70.0, 30.0]
+
+
+def test_learning_curves_mark_the_papers_perplexities_at_paper_scale(tmp_path, fabricated):
+    from aiayn.report.collect import collect_runs
+    from aiayn.report.summary import paper_perplexities
+
+    recs = collect_runs(fabricated["runs"], ["base", "A1"], [1, 2, 3])
+    assert paper_perplexities(recs, {"scale": "tiny"}) == {}  # absolute levels are not comparable
+    assert paper_perplexities(recs, {"scale": "paper"}) == {"base": 4.92}  # A1 is not marked
+    curves = {f"{r.row}/seed{r.seed}": r.path / "curve.csv" for r in recs}
+    plain, marked = tmp_path / "plain.png", tmp_path / "marked.png"
+    plot_learning_curves(curves, plain)
+    plot_learning_curves(curves, marked, {"base": 4.92})
+    assert plain.read_bytes().startswith(PNG) and plain.read_bytes() != marked.read_bytes()

@@ -80,7 +80,9 @@ def test_two_gloo_processes_match_one_process_with_twice_the_accumulation(smoke_
     script = str(REPO / "pipeline" / "train.py")
     sh([sys.executable, script, *common, f"paths.runs={tmp_path}/single"], cwd=tmp_path)
     sh([sys.executable, script, *common, "trainer=ddp_cpu", f"paths.runs={tmp_path}/ddp"], cwd=tmp_path)
-    single, ddp = tmp_path / "single" / "base" / "seed1", tmp_path / "ddp" / "base" / "seed1"
+    # The overrides make a variant of base (runs/base/dropout=0,max_tokens=512/seed1): find each run's folder.
+    (single,), (ddp,) = ([p.parent for p in (tmp_path / name / "base").glob("*/seed1/train.json")]
+                         for name in ("single", "ddp"))
     s_json, d_json = (json.loads((run / "train.json").read_text()) for run in (single, ddp))
     assert (s_json["accumulate_grad_batches"], s_json["device"]["count"]) == (2, 1)
     assert (d_json["accumulate_grad_batches"], d_json["device"]["count"]) == (1, 2)

@@ -64,6 +64,6 @@ def test_local_submitit_sweep_trains_one_run_per_seed(smoke_overrides, sh, tmp_p
     sh([sys.executable, str(REPO / "pipeline" / "train.py"), "-m", "seed=1,2", "hydra/launcher=local",
         *smoke_overrides, "train.max_steps=4", f"paths.runs={tmp_path}/runs", f"hydra.sweep.dir={tmp_path}/sweep"],
        cwd=tmp_path)
-    for seed in (1, 2):
-        assert (tmp_path / "runs" / "base" / f"seed{seed}" / "train.json").exists()
+    for seed in (1, 2):  # train.max_steps=4: a variant of base, in a folder of its own
+        assert (tmp_path / "runs" / "base" / "max_steps=4" / f"seed{seed}" / "train.json").exists()
     assert len(list((tmp_path / "sweep" / ".submitit").glob("*/*_result.pkl"))) == 2  # two submitit jobs

@@ -77,6 +77,7 @@ def add_extra_seeds(path: str | Path, additions: Mapping[str, Iterable[int]]) ->
     rt = YAML()
     rt.indent(mapping=2, sequence=4, offset=2)  # the shipped file's "  - base" lists
     rt.width = 4096  # never rewrap a comment
+    rt.representer.add_representer(type(None), lambda rep, _: rep.represent_scalar("tag:yaml.org,2002:null", "null"))
     data = rt.load(path.read_text(encoding="utf-8"))
     if not isinstance(data.get(EXTRA_SEEDS), dict):
         data[EXTRA_SEEDS] = CommentedMap()

@@ -62,32 +62,63 @@ def plot_bleu_by_row(table3_rows: Sequence[Mapping[str, Any]], path: Path) -> Pa
     return _save(fig, path)
 
 
-def plot_learning_curves(curves: Mapping[str, Path], path: Path) -> Path:
-    """Training loss and validation perplexity against step, one line per run.
+def _row_styles(rows: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """A colour per row from 20 distinct ones (tab20), a line style per further 20: no two rows look alike."""
+    from matplotlib import colormaps
 
-    Keys are "row/seedN" labels: the seeds of one row share a colour and one legend entry.
+    palette, dashes = colormaps["tab20"].colors, ("-", "--", ":", "-.")
+    return {row: {"color": palette[i % 20], "linestyle": dashes[(i // 20) % len(dashes)]}
+            for i, row in enumerate(rows)}
+
+
+def seed_band(curves: Sequence[dict[str, list[float]]], key: str) -> tuple[np.ndarray, ...]:
+    """Steps, mean and min/max over seeds of one column, at the steps where every seed logged it."""
+    per_seed = []
+    for curve in curves:
+        step, values = np.asarray(curve["step"]), np.asarray(curve.get(key, [math.nan] * len(curve["step"])))
+        keep = ~np.isnan(values) & ~np.isnan(step)
+        per_seed.append(dict(zip(step[keep].tolist(), values[keep].tolist())))
+    steps = sorted(set.intersection(*(set(d) for d in per_seed))) if per_seed else []
+    table = np.array([[d[s] for s in steps] for d in per_seed]).reshape(len(per_seed), len(steps))
+    return np.asarray(steps), table.mean(axis=0), table.min(axis=0), table.max(axis=0)
+
+
+def plot_learning_curves(curves: Mapping[str, Path], path: Path,
+                         paper_ppl: Mapping[str, float] | None = None) -> Path:
+    """Training loss and validation perplexity against step: each row as the mean over its seeds, with the range
+    of its seeds as a band; `paper_ppl` (row -> the paper's dev PPL, given at the paper's scale) as dashed marks.
+
+    Keys of `curves` are "row/seedN" (or "row/variant/seedN") labels.
     """
-    fig = Figure(figsize=(10, 4.5))
-    ax_loss, ax_ppl = fig.subplots(1, 2)
-    colours: dict[str, str] = {}
+    by_row: dict[str, list[dict[str, list[float]]]] = {}
     for label, csv_path in curves.items():
-        group = label.split("/")[0]
-        first = group not in colours
-        colour = colours.setdefault(group, f"C{len(colours) % 10}")
-        curve = read_curve(csv_path)
-        step = np.asarray(curve["step"])
+        by_row.setdefault(label.rsplit("/", 1)[0], []).append(read_curve(csv_path))
+    styles = _row_styles(list(by_row))
+    fig = Figure(figsize=(13, 5))
+    ax_loss, ax_ppl = fig.subplots(1, 2)
+    for row, row_curves in by_row.items():
+        n = len(row_curves)
         for ax, key in ((ax_loss, "train_loss"), (ax_ppl, "val_ppl")):
-            values = np.asarray(curve.get(key, [math.nan] * len(step)))
-            keep = ~np.isnan(values) & ~np.isnan(step)  # logged at different steps: draw only the filled cells
-            if keep.any():
-                ax.plot(step[keep], values[keep], color=colour, label=group if first else None, linewidth=1)
-    ax_loss.set(xlabel="step", ylabel="training loss (label-smoothed)", title="Training loss")
-    ax_ppl.set(xlabel="step", ylabel="validation perplexity", title="Validation perplexity")
+            steps, mean, low, high = seed_band(row_curves, key)
+            if len(steps):
+                ax.plot(steps, mean, linewidth=1.2, label=f"{row} ({n} seed{'s' * (n != 1)})" if ax is ax_loss
+                        else None, **styles[row])
+                ax.fill_between(steps, low, high, color=styles[row]["color"], alpha=0.15, linewidth=0)
+    for row, ppl in (paper_ppl or {}).items():
+        colour = styles.get(row, {"color": "black"})["color"]
+        ax_ppl.axhline(ppl, color=colour, linestyle=(0, (6, 3)), linewidth=1)
+        ax_ppl.annotate(f"paper {row} {ppl:g}", (1.0, ppl), xycoords=("axes fraction", "data"), ha="right",
+                        va="bottom", fontsize=7, color=colour)
+    ax_loss.set(xlabel="step", ylabel="training loss (label-smoothed)", title="Training loss: mean over seeds")
+    ax_ppl.set(xlabel="step", ylabel="validation perplexity", title="Validation perplexity (band: the seeds' range)")
     if ax_ppl.lines:
         ax_ppl.set_yscale("log")
     if not curves:
         fig.text(0.5, 0.5, "no curve.csv found", ha="center", va="center")
-    elif ax_loss.lines:
-        ax_loss.legend(fontsize=7, ncols=1 + len(colours) // 12)
-    fig.tight_layout()
+        fig.tight_layout()
+    else:
+        right = 0.83 if len(by_row) <= 26 else 0.70  # one legend column up to 26 rows, then two
+        fig.tight_layout(rect=(0, 0, right, 1))
+        fig.legend(*ax_loss.get_legend_handles_labels(), loc="center left", bbox_to_anchor=(right, 0.5), fontsize=8,
+                   ncols=1 + len(by_row) // 27, frameon=False)
     return _save(fig, path)

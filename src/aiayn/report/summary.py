@@ -8,7 +8,8 @@ from typing import Any
 
 from aiayn.io import atomic_write_text, read_lines
 from aiayn.curve import read_curve
-from aiayn.report.collect import RunRecord, Seeds, Variant, collect_runs, seeds_by_row
+from aiayn.report.collect import RunRecord, Seeds, Variant, collect_runs, row_settings, seeds_by_row
+from aiayn.report.paper import paper_table3
 from aiayn.report.sweep import build_sweep, collect_points, write_sweep
 from aiayn.report.plots import plot_bleu_by_row, plot_learning_curves
 from aiayn.report.table2 import P100_SUSTAINED_FLOPS, build_table2, write_table2
@@ -86,7 +87,7 @@ def aggregate(
                *write_sweep(sweep, swept, out_dir),
                write_curves(curves, out_dir / "curves.csv"),
                plot_bleu_by_row(table3, out_dir / "bleu_by_row.png"),
-               plot_learning_curves(curves, out_dir / "learning_curves.png")]
+               plot_learning_curves(curves, out_dir / "learning_curves.png", paper_perplexities(records, context))]
     return {
         "n_runs": len(records),
         "n_ok": len(ok),
@@ -98,6 +99,22 @@ def aggregate(
         "sweep": sweep,
         "outputs": [str(p) for p in outputs],
     }
+
+
+PPL_MARKED = ("base", "big")  # the paper's rows whose dev perplexity the learning-curve plot marks
+
+
+def paper_perplexities(records: Sequence[RunRecord], context: Mapping[str, Any]) -> dict[str, float]:
+    """Row -> the paper's dev PPL, for the rows reproducing the paper's base and big, at the paper's scale only
+    (elsewhere the absolute levels are not comparable)."""
+    if context.get("scale") != "paper":
+        return {}
+    paper, out = paper_table3(), {}
+    for rec in records:
+        ref = (row_settings([rec]).get("paper") or {}).get("table3")
+        if ref in PPL_MARKED and ref in paper:
+            out[rec.row] = paper[ref]["ppl_dev"]
+    return out
 
 
 def write_curves(curves: Mapping[str, Path], path: Path) -> Path:
