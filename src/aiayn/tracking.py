@@ -2,13 +2,23 @@
 
 The run folders, not wandb, are the source of truth for the tables; wandb is for browsing. Secrets never reach
 a wandb config: `scrub` drops credential-like keys and any value equal to a credential in the environment.
+
+A training run's wandb id is derived from its fingerprint (row, seed, config, data, tokenizer, code), so a killed,
+requeued or resumed run continues the same wandb run (resume="allow"), its history keyed by trainer/global_step.
+Lineage: train logs a checkpoint artifact (a reference to runs/.../checkpoints by path and checksum), evaluate uses
+it and logs its hypotheses, aggregate uses the evaluations and logs the tables. wandb refuses `use_artifact` offline,
+so every consumer also records its inputs (artifact name and digest) in its config, `inputs`, online or not.
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import netrc
 import os
 import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -80,13 +90,23 @@ def is_rank_zero() -> bool:
 
 def run_name(cfg: DictConfig, job_type: str = "train") -> str:
     """"{row}-s{seed}", with the variant's folder name between for a variant (base-lr_factor=2-s1)."""
-    variant = cfg.paths.train_variant if job_type == "train" else cfg.paths.eval_variant
+    return _name(cfg.row.name, cfg.paths.train_variant if job_type == "train" else cfg.paths.eval_variant, cfg.seed)
+
+
+def _name(row: str, variant: str, seed: int) -> str:
     variant = variant.rstrip("/")
-    return f"{cfg.row.name}-{variant}-s{cfg.seed}" if variant else f"{cfg.row.name}-s{cfg.seed}"
+    return f"{row}-{variant}-s{seed}" if variant else f"{row}-s{seed}"
 
 
-def start_run(cfg: DictConfig, job_type: str, name: str | None = None, group: str | None = None):
-    """Start a wandb run for this job, or return None (with a warning) when wandb is off or fails.
+def stable_run_id(identity: Mapping[str, Any]) -> str:
+    """A wandb run id that is the same for the same identity (a training run's fingerprint), else different."""
+    return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:24]
+
+
+def start_run(cfg: DictConfig, job_type: str, name: str | None = None, group: str | None = None,
+              run_id: str | None = None):
+    """Start a wandb run for this job, or return None (with a warning) when wandb is off or fails. With `run_id`, a
+    run of that id continues where it stopped (resume="allow"), its metrics against trainer/global_step.
 
     Only rank zero opens one: the other processes of a DDP job would otherwise each start a run of their own."""
     if cfg.logger.backend != "wandb" or not is_rank_zero():
@@ -96,7 +116,7 @@ def start_run(cfg: DictConfig, job_type: str, name: str | None = None, group: st
 
         config = scrub(OmegaConf.to_container(cfg, resolve=True))
         Path(cfg.logger.dir).mkdir(parents=True, exist_ok=True)
-        return wandb.init(
+        run = wandb.init(
             project=cfg.logger.project,
             entity=cfg.logger.entity,
             group=group or cfg.row.name,
@@ -107,8 +127,14 @@ def start_run(cfg: DictConfig, job_type: str, name: str | None = None, group: st
             dir=cfg.logger.dir,
             mode=resolve_mode(cfg.logger.mode),
             reinit="finish_previous",
+            id=run_id,
+            resume="allow" if run_id else None,
             settings=wandb.Settings(silent=True, init_timeout=cfg.logger.init_timeout, console="off"),
         )
+        if run_id:  # one x-axis across resumes: wandb's own step restarts in every offline segment
+            run.define_metric("trainer/global_step")
+            run.define_metric("*", step_metric="trainer/global_step", step_sync=True)
+        return run
     except Exception as err:  # wandb is optional: a broken install, service or network must not stop the run
         log.warning("wandb disabled for this run: %s: %s", type(err).__name__, scrub(str(err)))
         return None
@@ -164,3 +190,91 @@ def safe_log(run, data: dict[str, Any]) -> None:
         run.log(data)
     except Exception as err:
         log.warning("wandb log failed: %s", scrub(str(err)))
+
+
+@dataclass(frozen=True)
+class ArtifactSpec:
+    """A wandb artifact of run files: a reference to `path` by URI and checksum (nothing copied), or its files
+    themselves (`copy`, for small ones: hypotheses, tables)."""
+
+    name: str
+    kind: str
+    path: Path
+    copy: bool = False
+    files: tuple[str, ...] = ()  # with copy: only these names under path (all files when empty)
+
+
+def artifact_name(prefix: str, cfg: DictConfig, job_type: str = "train") -> str:
+    """"checkpoints-base-s1", with the run's variant ("checkpoints-base-lr_factor_2-s1"), in wandb's alphabet."""
+    return _artifact_name(prefix, run_name(cfg, job_type))
+
+
+def _artifact_name(prefix: str, run: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]", "_", f"{prefix}-{run}")
+
+
+def _artifact(spec: ArtifactSpec):
+    import wandb
+
+    artifact = wandb.Artifact(spec.name, type=spec.kind)
+    if not spec.copy:
+        artifact.add_reference(Path(spec.path).resolve().as_uri())
+    elif spec.files:
+        for name in spec.files:
+            if (Path(spec.path) / name).is_file():
+                artifact.add_file(str(Path(spec.path) / name), name=name)
+    else:
+        artifact.add_dir(str(spec.path))
+    return artifact
+
+
+def log_output(run, spec: ArtifactSpec) -> str | None:
+    """Log the artifact a run produced; its digest, or None when wandb is off or fails."""
+    if run is None:
+        return None
+    try:
+        artifact = _artifact(spec)
+        run.log_artifact(artifact, aliases=["latest"])
+        return artifact.manifest.digest()
+    except Exception as err:
+        log.warning("wandb could not log artifact %s: %s", spec.name, scrub(str(err)))
+        return None
+
+
+def use_inputs(run, specs: Iterable[ArtifactSpec]) -> dict[str, str]:
+    """Record that `run` consumed these artifacts: `use_artifact` online (wandb's lineage graph), and always their
+    names and digests in the run's config (`inputs`), which offline runs keep for `wandb sync`."""
+    if run is None:
+        return {}
+    inputs: dict[str, str] = {}
+    try:
+        offline = run.settings.mode in ("offline", "dryrun")  # wandb raises on use_artifact offline
+        for spec in specs:
+            artifact = _artifact(spec)
+            inputs[spec.name] = artifact.manifest.digest()
+            if not offline:
+                run.use_artifact(artifact)
+        run.config.update({"inputs": inputs}, allow_val_change=True)
+    except Exception as err:
+        log.warning("wandb could not record the run's inputs: %s", scrub(str(err)))
+    return inputs
+
+
+def checkpoint_artifact(cfg: DictConfig) -> ArtifactSpec:
+    """A training run's output: its checkpoints folder, by reference unless logger.upload_checkpoints."""
+    return ArtifactSpec(artifact_name("checkpoints", cfg), "model", Path(cfg.paths.run_dir) / "checkpoints",
+                        copy=cfg.logger.upload_checkpoints)
+
+
+EVAL_FILES = ("eval.json", "hyps.valid.txt", "hyps.test.txt")
+
+
+def eval_artifact(cfg: DictConfig) -> ArtifactSpec:
+    """An evaluation's output: eval.json and the hypotheses (small files, copied)."""
+    return eval_artifact_of(cfg.row.name, cfg.paths.eval_variant, cfg.seed, Path(cfg.paths.eval_dir))
+
+
+def eval_artifact_of(row: str, variant: str, seed: int, eval_dir: Path) -> ArtifactSpec:
+    """The evaluation artifact of one run, as its evaluate stage logged it (for the aggregate run's inputs)."""
+    return ArtifactSpec(_artifact_name("eval", _name(row, variant, seed)), "evaluation", Path(eval_dir), copy=True,
+                        files=EVAL_FILES)

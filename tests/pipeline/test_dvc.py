@@ -244,6 +244,7 @@ UNDECLARED_OK = {
     "conf/logger/": "where wandb logs (logger=none turns it off); results do not depend on it",
     "conf/hydra/": "the launcher that schedules a row's seeds (local processes, in turn, SLURM); same results",
     "src/aiayn/__init__.py": "an empty package marker",
+    "src/aiayn/progress.py": "progress lines in the log; it writes nothing",
 }
 # Composed by a stage (every stage is a Hydra app on conf/config.yaml, whose defaults name every group) but never
 # read for its outputs: fetch and bpe read data, scale and paths; aggregate reads paths and the run folders.
@@ -321,3 +322,58 @@ def test_exp_run_sets_any_config_key_and_reruns_only_the_stages_it_concerns(repo
     shown = json.loads(dvc("exp", "show", "--json", cwd=repo))
     params = next(iter(shown))["data"]["params"]["params.yaml"]["data"]  # the workspace
     assert params["train"]["lr_factor"] == 2 and params["decode"]["beam_size"] == 2
+
+
+def read_wandb_runs(repo: Path) -> list[dict]:
+    """Every offline wandb run of the repo read back with `wandb leet inspect --json`: its id, job type, name,
+    config (updates merged), logged artifacts (name -> digest) and history keys."""
+    out = []
+    for folder in sorted((repo / "wandb").glob("offline-run-*")):
+        text = run([sys.executable, "-m", "wandb", "leet", "inspect", "--json", str(folder)], repo).stdout
+        info = {"folder": folder.name, "config": {}, "artifacts": {}, "history": set()}
+        for line in text.splitlines():
+            record = json.loads(line)
+            kind, body = record.get("type"), record.get(record.get("type"), {})
+            if kind == "run":
+                info.update(id=body["run_id"], job_type=body.get("job_type"), name=body.get("display_name"))
+                info["config"].update(_config_items(body.get("config", {})))
+            elif kind == "config":
+                info["config"].update(_config_items(body))
+            elif kind == "artifact":
+                info["artifacts"][body["name"]] = body["digest"]
+            elif kind == "history":
+                info["history"] |= set(body.get("item", {}))
+        out.append(info)
+    return out
+
+
+def _config_items(config: dict) -> dict:
+    """A config record's key -> value (wandb stores updates as {"update": {key: value}} or a list of items)."""
+    update = config.get("update", config)
+    if isinstance(update, list):
+        return {item["key"]: json.loads(item["value_json"]) for item in update if "value_json" in item}
+    return {k: (v.get("value") if isinstance(v, dict) and set(v) == {"value"} else v) for k, v in update.items()}
+
+
+def test_wandb_runs_carry_lineage_from_checkpoints_to_evaluations_to_tables(repo: Path) -> None:
+    runs = read_wandb_runs(repo)  # in the order they started; later tests' experiments add runs of their own
+
+    def first(job_type: str) -> dict[str, dict]:
+        found: dict[str, dict] = {}
+        for r in runs:
+            if r["job_type"] == job_type:
+                found.setdefault(r["name"], r)
+        return found
+
+    train, evals = first("train"), first("eval")
+    aggregate = next(iter(first("aggregate").values()))  # the fixture's dvc repro
+    assert {"base-s1", "base-s2"} <= set(train) & set(evals)
+    for name in ("base-s1", "base-s2"):
+        digest = train[name]["artifacts"][f"checkpoints-{name}"]  # a reference to runs/base/seedN/checkpoints
+        assert evals[name]["config"]["inputs"] == {f"checkpoints-{name}": digest}
+        assert aggregate["config"]["inputs"][f"eval-{name}"] == evals[name]["artifacts"][f"eval-{name}"]
+        assert {"dev/bleu", "dev/ppl", "test/bleu"} <= evals[name]["history"]  # dev scores under dev/
+        assert "trainer/global_step" in train[name]["history"]
+    assert "tables-smoke" in aggregate["artifacts"]
+    logged = {key.split(".")[0] for key in aggregate["history"]}  # a table's or chart's fields are flattened
+    assert {"table3", "table2", "sweep", "dev/bleu_by_row_table", "bleu_by_row", "learning_curves"} <= logged

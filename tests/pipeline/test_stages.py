@@ -156,3 +156,25 @@ def test_the_evaluate_stage_starts_without_lightning() -> None:
             "print(sorted(k for k in sys.modules if k.split('.')[0] in ('lightning', 'pytorch_lightning')))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_a_run_whose_output_goes_to_a_file_logs_plain_progress_lines(workspace: Path, tmp_path: Path) -> None:
+    """As under dvc repro or SLURM: no progress bar, a line every log_every_steps (step / max, loss, lr, tokens/s,
+    elapsed, ETA), and the evaluate stage's sentences done / total."""
+    import os
+    import subprocess
+    import sys
+
+    args = [a for a in overrides(workspace) if not a.startswith(("paths.runs", "paths.evals", "trainer.enable"))]
+    args += [f"paths.runs={tmp_path}/runs", f"paths.evals={tmp_path}/evals", f"hydra.run.dir={tmp_path}/out"]
+    env = dict(os.environ, WANDB_MODE="offline")
+    with open(tmp_path / "train.log", "w") as log:  # a file, not a terminal
+        subprocess.run([sys.executable, str(REPO / "pipeline" / "train.py"), *args], stdout=log,
+                       stderr=subprocess.STDOUT, env=env, check=True, timeout=300)
+    text = (tmp_path / "train.log").read_text()
+    lines = [line for line in text.splitlines() if " - step " in line]
+    assert [line.split(" - step ")[1].split()[0] for line in lines] == [f"{s}/12" for s in range(2, 13, 2)]
+    assert all(k in lines[-1] for k in ("loss", "lr", "tokens/s", "elapsed", "ETA")) and "Epoch 0" not in text
+    out = subprocess.run([sys.executable, str(REPO / "pipeline" / "evaluate.py"), *args], capture_output=True,
+                         text=True, env=env, check=True, timeout=300)
+    assert "decode valid (beam): 40/40 sentences (100%)" in out.stdout + out.stderr

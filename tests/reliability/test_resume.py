@@ -2,7 +2,10 @@
 from __future__ import annotations
 
 import csv
+import json
 import shutil
+import subprocess
+import sys
 import signal
 import time
 from pathlib import Path
@@ -64,6 +67,57 @@ def test_a_sigkilled_run_resumes_to_the_same_metrics(cli, overrides, reference, 
     assert "Restored all states from the checkpoint" in output
     assert exact(run_dir) == exact(reference)
     assert not list((run_dir / "checkpoints").glob(".*.tmp"))
+
+
+@pytest.mark.slow
+def test_a_killed_run_continues_its_wandb_run(cli, overrides, tmp_path):
+    """SIGKILL a run that logs to wandb (offline) and rerun it: the second process continues the same run id, its
+    history keyed by trainer/global_step from where the checkpoint left off. 200 steps, so that the killed process's
+    wandb service has flushed part of its log to disk (it writes in blocks; an unflushed tail is lost to SIGKILL)."""
+    args = [*overrides(tmp_path), f"hydra.run.dir={tmp_path}/outputs", "logger=wandb", f"logger.dir={tmp_path}",
+            "train.log_every_steps=1", "train.max_steps=200", "train.val_every_steps=10"]
+    run_dir = tmp_path / "runs" / "base" / "max_steps=200" / "seed1"  # a variant of base: its own folder
+    victim = cli("train", args, tmp_path)
+    deadline = time.monotonic() + 300
+    while not _validated_beyond(run_dir / "curve.csv", 140):
+        assert victim.poll() is None, victim.communicate()[0][-3000:]
+        assert time.monotonic() < deadline, "not at step 140 within 300 s"
+        time.sleep(0.05)
+    victim.send_signal(signal.SIGKILL)
+    victim.wait()
+    killed_at = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)["global_step"]
+    again = cli("train", args, tmp_path)
+    output = again.communicate(timeout=300)[0]
+    assert again.returncode == 0, output[-3000:]
+    segments = [wandb_steps(folder) for folder in sorted((tmp_path / "wandb").glob("offline-run-*"))]
+    assert len(segments) == 2 and segments[0][0] == segments[1][0] is not None, segments  # one run id
+    before, after = segments[0][1], segments[1][1]
+    assert before and max(before) <= 200 and min(before) < killed_at  # steps logged before the kill
+    # and after it, from the checkpoint on (Lightning logs a step as global_step - 1, hence the slack) to the end
+    assert min(after) >= killed_at - 2 and max(after) >= 199
+
+
+def _validated_beyond(curve: Path, step: int) -> bool:
+    if not curve.is_file():
+        return False
+    with open(curve, encoding="utf-8") as f:
+        return any(int(row["step"]) >= step for row in csv.DictReader(f))
+
+
+def wandb_steps(folder: Path) -> tuple[str | None, list[int]]:
+    """An offline wandb run's id and the trainer/global_step values of its history, read with `wandb leet`."""
+    text = subprocess.run([sys.executable, "-m", "wandb", "leet", "inspect", "--json", str(folder)],
+                          capture_output=True, text=True, check=True).stdout
+    run_id, steps = None, []
+    for line in text.splitlines():
+        record = json.loads(line)
+        if record.get("type") == "run":
+            run_id = record["run"]["run_id"]
+        elif record.get("type") == "history":
+            step = record["history"].get("item", {}).get("trainer/global_step")
+            if step is not None:
+                steps.append(int(step))
+    return run_id, steps
 
 
 class Unpicklable:

@@ -187,6 +187,9 @@ class LoggerConfig:
     dir: str = "."  # wandb writes <dir>/wandb/
     tags: List[str] = field(default_factory=list)
     init_timeout: float = 60.0  # seconds wandb may take to reach its server before the run goes on without it
+    # The train run's checkpoint artifact refers to runs/.../checkpoints by path and checksum (nothing is copied);
+    # true uploads the weights into the artifact instead.
+    upload_checkpoints: bool = False
 
 
 def patch_of(schema: type) -> type:

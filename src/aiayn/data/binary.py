@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from aiayn.data.tokenizer import Tokenizer, file_sha256
+from aiayn.progress import Progress
 
 FORMAT_VERSION = 1
 
@@ -60,9 +61,11 @@ def encode_split(tokenizer: Tokenizer, src_file, tgt_file, out_prefix, batch_lin
     paths = {k: Path(f"{prefix}.{k}") for k in ("src.bin", "tgt.bin", "idx.npy", "json")}
     tmps = {k: _tmp_beside(p) for k, p in paths.items()}
     src_lens, tgt_lens = [], []
+    lines = Progress(f"encode {prefix.name}", None, "pairs")
     try:
         with open(tmps["src.bin"], "wb") as fs, open(tmps["tgt.bin"], "wb") as ft:
             for src, tgt in _chunks(src_file, tgt_file, batch_lines):
+                lines.update(len(src))
                 src_ids, tgt_ids = tokenizer.encode(src), tokenizer.encode(tgt)
                 for s in src_ids:
                     s.append(tokenizer.eos_id)
@@ -81,6 +84,7 @@ def encode_split(tokenizer: Tokenizer, src_file, tgt_file, out_prefix, batch_lin
         tmps["json"].write_text(json.dumps(header, indent=1) + "\n")
         for k in ("src.bin", "tgt.bin", "idx.npy", "json"):  # header last: it marks a complete split
             os.replace(tmps[k], paths[k])
+        lines.finish()
     finally:
         for t in tmps.values():
             t.unlink(missing_ok=True)

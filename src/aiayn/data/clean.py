@@ -10,6 +10,7 @@ from itertools import zip_longest
 from pathlib import Path
 
 from aiayn.io import atomic_path, atomic_write_json
+from aiayn.progress import Progress
 from aiayn.data.sgm import read_sgm
 
 DROP_REASONS = ("empty", "too_short", "too_long", "ratio")
@@ -127,6 +128,7 @@ def clean_parallel(pairs: Iterable[tuple[str, str]], src_out: Path, tgt_out: Pat
     if not train:
         stats["empty_kept"] = 0
     stopped = False
+    lines = Progress(f"clean {Path(src_out).stem}", None, "pairs read")
     with atomic_path(src_out) as src_tmp, atomic_path(tgt_out) as tgt_tmp, \
             open(src_tmp, "w", encoding="utf-8", newline="\n") as fs, \
             open(tgt_tmp, "w", encoding="utf-8", newline="\n") as ft:
@@ -135,6 +137,7 @@ def clean_parallel(pairs: Iterable[tuple[str, str]], src_out: Path, tgt_out: Pat
                 stopped = True
                 break
             stats["read"] += 1
+            lines.update()
             src = normalize_text(src, options.normalize)
             tgt = normalize_text(tgt, options.normalize) if train else collapse_whitespace(tgt)
             if train and (reason := drop_reason(src, tgt, options)):
@@ -145,6 +148,7 @@ def clean_parallel(pairs: Iterable[tuple[str, str]], src_out: Path, tgt_out: Pat
             stats["kept"] += 1
             fs.write(src + "\n")
             ft.write(tgt + "\n")
+    lines.finish()
     if train:
         stats["stopped_at_max_pairs"] = stopped
     return stats

@@ -19,6 +19,8 @@ from pathlib import Path, PurePosixPath
 
 from tqdm import tqdm
 
+from aiayn.progress import Progress, on_terminal
+
 from aiayn.io import atomic_path
 
 log = logging.getLogger(__name__)
@@ -134,11 +136,15 @@ def _fetch_into(url: str, part: Path, progress: bool, chunk_size: int, timeout: 
         length = response.headers.get("Content-Length")
         total = offset + int(length) if length is not None else None
         received = offset
+        lines = Progress(f"download {part.name.removesuffix('.part')}", total and total // 2**20, "MiB", every_s=60)
+        lines.done = offset // 2**20
         with open(part, "ab" if offset else "wb") as f, _bar(total, part.name, progress, offset) as bar:
             while chunk := response.read(chunk_size):
                 f.write(chunk)
                 received += len(chunk)
                 bar.update(len(chunk))
+                if progress and not on_terminal():  # a log file gets a line a minute instead of a bar
+                    lines.update((received >> 20) - lines.done)
     # http.client returns b"" rather than raising when a connection drops before Content-Length is met.
     if total is not None and received < total:
         raise _Transient(f"connection dropped at byte {received} of {total}")

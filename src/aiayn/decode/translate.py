@@ -8,6 +8,7 @@ from torch import Tensor, nn
 
 from aiayn.decode.beam import beam_search
 from aiayn.decode.greedy import greedy_search
+from aiayn.progress import Progress
 
 STRATEGIES = ("beam", "greedy")
 
@@ -56,10 +57,11 @@ def pad_batch(sequences: Sequence[Sequence[int]], pad_id: int, device: torch.dev
 
 def translate(model: nn.Module, tokenizer: Tokenizer, sentences: list[str], *, strategy: str = "beam",
               beam_size: int, alpha: float, max_len_b: int, batch_tokens: int = 4096,
-              device: torch.device | str | None = None) -> list[str]:
+              device: torch.device | str | None = None, progress: Progress | None = None) -> list[str]:
     """Detokenised translations of `sentences` (section 6.1 search), same order; the model is left as it was.
 
-    Sources end with EOS as in training; `batch_tokens` bounds source tokens (with padding) per batch.
+    Sources end with EOS as in training; `batch_tokens` bounds source tokens (with padding) per batch; `progress`
+    counts the sentences done.
     """
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
@@ -82,6 +84,10 @@ def translate(model: nn.Module, tokenizer: Tokenizer, sentences: list[str], *, s
                     best = greedy_search(model, src, max_len_b=max_len_b, **special)
                 for index, tokens in zip(batch, best):
                     outputs[index] = tokens
+                if progress is not None:
+                    progress.update(len(batch))
     finally:
         model.train(was_training)
+    if progress is not None:
+        progress.finish()
     return tokenizer.decode(outputs)

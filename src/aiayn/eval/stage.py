@@ -22,6 +22,7 @@ from aiayn.eval.evaluate import score_translations
 from aiayn.eval.perplexity import dev_perplexity
 from aiayn.io import atomic_write_json, atomic_write_text, read_json, read_lines
 from aiayn.model import ModelConfig, Transformer
+from aiayn.progress import Progress
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +56,7 @@ def decode_split(cfg: DictConfig, model, tokenizer, split: str, device
     hyps = translate(
         model, tokenizer, sources, strategy=cfg.decode.strategy, beam_size=cfg.decode.beam_size,
         alpha=cfg.decode.length_penalty, max_len_b=cfg.decode.max_len_b, batch_tokens=cfg.decode.batch_tokens,
-        device=device,
+        device=device, progress=Progress(f"decode {split} ({cfg.decode.strategy})", len(sources), "sentences"),
     )
     return hyps, refs, len(sources) / max(time.perf_counter() - start, 1e-9), sources
 
@@ -70,6 +71,7 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     model, paths = load_model(run_dir / "checkpoints", cfg.row.average_last, device)
     tokenizer = Tokenizer(bpe_dir / "spm.model")
     wandb_run = tracking.start_run(cfg, job_type="eval")
+    tracking.use_inputs(wandb_run, [tracking.checkpoint_artifact(cfg)])
     try:
         result: dict[str, Any] = {"variant": OmegaConf.to_container(cfg.variant), "run": str(run_dir),
                                   "checkpoints_averaged": len(paths), "checkpoints": [p.name for p in paths],
@@ -92,10 +94,17 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
         batches = eval_batches(bpe_dir, "valid", tokenizer, cfg.train.max_tokens)
         result["dev_ppl"] = dev_perplexity(model, _to(batches, device), tokenizer.pad_id)
         atomic_write_json(eval_dir / "eval.json", result)
-        tracking.safe_log(wandb_run, {f"test/{k}": v for k, v in result.items() if isinstance(v, (int, float))})
+        tracking.safe_log(wandb_run, {metric_key(k): v for k, v in result.items() if isinstance(v, (int, float))})
+        tracking.log_output(wandb_run, tracking.eval_artifact(cfg))
     finally:
         tracking.finish(wandb_run)
     return result
+
+
+def metric_key(key: str) -> str:
+    """wandb's name of an eval.json number: dev-set scores under dev/ (dev_bleu -> dev/bleu), the rest under
+    test/ (bleu -> test/bleu)."""
+    return f"dev/{key[4:]}" if key.startswith("dev_") else f"test/{key}"
 
 
 def _to(loader, device):

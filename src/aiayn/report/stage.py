@@ -43,17 +43,36 @@ def aggregate(cfg: DictConfig) -> dict[str, Any]:
     # `dvc metrics show` / `dvc exp show` read JSON: the headline numbers of Tables 3 and 2 (full tables: CSV).
     atomic_write_json(Path(cfg.paths.results) / "metrics.json",
                       {"table3": table3_metrics(summary["table3"]), "table2": table2_metrics(summary["table2"])})
-    _log(cfg, summary, Path(cfg.paths.results))
+    _log(cfg, summary, Path(cfg.paths.results), inputs(cfg, rows, seeds))
     return summary
 
 
-def _log(cfg: DictConfig, summary: dict[str, Any], results: Path) -> None:
+def inputs(cfg: DictConfig, rows: list[str], seeds: dict[str, list[int]]) -> list[tracking.ArtifactSpec]:
+    """The evaluation artifacts the tables were made from: every run of the table's variant that was evaluated."""
+    out = []
+    for row in rows:
+        for seed in seeds[row]:
+            eval_dir = Path(cfg.paths.evals) / row / f"{cfg.paths.eval_variant}seed{seed}"
+            if (eval_dir / "eval.json").is_file():
+                out.append(tracking.eval_artifact_of(row, cfg.paths.eval_variant, seed, eval_dir))
+    return out
+
+
+RESULT_FILES = ("table3.md", "table3.csv", "table3.tex", "table2.md", "table2.csv", "table2.tex", "sweep.md",
+                "sweep.csv", "metrics.json", "curves.csv", "bleu_by_row.png", "learning_curves.png")
+
+
+def _log(cfg: DictConfig, summary: dict[str, Any], results: Path, used: list[tracking.ArtifactSpec]) -> None:
+    """One wandb run of job_type aggregate: Table 3 (paper columns, verdicts), Table 2, the sweep, dev BLEU by row
+    as a bar chart and with its CI error bars (the figure), the headline numbers as summary; the evaluations as
+    inputs, the results as its artifact."""
     run = tracking.start_run(cfg, job_type="aggregate", name=f"aggregate-{cfg.scale.name}", group="aggregate")
     if run is None:
         return
     try:
         import wandb
 
+        tracking.use_inputs(run, used)
         for name in ("table3", "table2", "sweep"):
             path = results / f"{name}.csv"
             if path.exists():
@@ -61,9 +80,17 @@ def _log(cfg: DictConfig, summary: dict[str, Any], results: Path) -> None:
                     records = list(csv.reader(f))
                 if records:
                     run.log({name: wandb.Table(columns=records[0], data=records[1:])})
+        bars = wandb.Table(columns=["row", "dev/bleu", "dev/bleu_ci95", "verdict"],
+                           data=[[r["row"], m.get("dev_bleu"), m.get("dev_bleu_ci95"), m.get("verdict")]
+                                 for r in summary["table3"] for m in [table3_metrics([r])[r["row"]]]])
+        run.log({"dev/bleu_by_row": wandb.plot.bar(bars, "row", "dev/bleu", title="dev BLEU by row (mean over seeds)")})
         for png in sorted(results.glob("*.png")):
             run.log({png.stem: wandb.Image(str(png))})
+        for row, values in table3_metrics(summary["table3"]).items():
+            run.summary.update({f"dev/{key.removeprefix('dev_')}/{row}": v for key, v in values.items()})
+        tracking.log_output(run, tracking.ArtifactSpec(f"tables-{cfg.scale.name}", "results", results, copy=True,
+                                                       files=RESULT_FILES))
     except Exception as err:
-        log.warning("could not log the tables to wandb: %s", err)
+        log.warning("could not log the tables to wandb: %s", tracking.scrub(str(err)))
     finally:
         tracking.finish(run)

@@ -5,6 +5,7 @@ as one that never stopped.
 """
 from __future__ import annotations
 
+import logging
 import os
 import random
 import time
@@ -19,11 +20,16 @@ from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from aiayn import curve
 from aiayn.io import atomic_path, atomic_write_text
+from aiayn.progress import clock, eta
+
+log = logging.getLogger(__name__)
 
 
 
 class RunProgress(L.Callback):
-    """Counts tokens and wall time, logs train/lr and train/tokens_per_s, checks the loss is finite at log steps."""
+    """Counts tokens and wall time, logs train/lr and train/tokens_per_s, checks the loss is finite at log steps, and
+    writes a plain progress line at each of them (step / max, loss, lr, tokens/s, elapsed, ETA): the log of a run
+    whose output goes to a file (dvc repro, SLURM), where no progress bar is drawn."""
 
     def __init__(self, log_every_steps: int) -> None:
         self.log_every_steps = log_every_steps
@@ -32,9 +38,11 @@ class RunProgress(L.Callback):
         self._t0 = self._window_t0 = time.perf_counter()
         self._window_tokens = 0
         self._train_loss: torch.Tensor | float = float("nan")  # the last step's; kept across resumes
+        self._start_step = 0
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._t0 = self._window_t0 = time.perf_counter()
+        self._start_step = trainer.global_step  # a resumed run's ETA counts only the steps this process trains
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         n_src, n_tgt = int(batch["n_src_tokens"]), int(batch["n_tgt_tokens"])  # host ints from the collate
@@ -45,10 +53,17 @@ class RunProgress(L.Callback):
         step = trainer.global_step
         if step % self.log_every_steps == 0 and trainer.fit_loop._should_accumulate() is False:
             now = time.perf_counter()
-            pl_module.log("train/tokens_per_s", self._window_tokens / max(now - self._window_t0, 1e-9))
-            pl_module.log("train/lr", trainer.optimizers[0].param_groups[0]["lr"])
+            tokens_per_s = self._window_tokens / max(now - self._window_t0, 1e-9)
+            lr = trainer.optimizers[0].param_groups[0]["lr"]
+            pl_module.log("train/tokens_per_s", tokens_per_s)
+            pl_module.log("train/lr", lr)
             self._window_t0, self._window_tokens = now, 0
             pl_module.check_finite()
+            if trainer.is_global_zero:
+                session = now - self._t0
+                log.info("step %d/%d  loss %.4f  lr %.3g  tokens/s %.0f  elapsed %s  ETA %s", step, trainer.max_steps,
+                         float(self._train_loss), lr, tokens_per_s, clock(self.elapsed()),
+                         eta(step - self._start_step, trainer.max_steps - self._start_step, session))
 
     def elapsed(self) -> float:
         return self.wall_time_s + time.perf_counter() - self._t0

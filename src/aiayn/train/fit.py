@@ -24,6 +24,7 @@ from aiayn.data.tokenizer import Tokenizer
 from aiayn.io import atomic_write_json, atomic_write_text, read_json
 from aiayn.train.callbacks import (AtomicCheckpointIO, CurveWriter, RngState, RunIdentity, RunProgress,
                                    ValidatedCheckpoint)
+from aiayn.progress import on_terminal
 from aiayn.train.mfu import MFUMonitor
 from aiayn.train.module import TranslationModule
 from aiayn.train.run_dir import fingerprint, lock_run_dir, resume_checkpoint, stored_step
@@ -108,7 +109,8 @@ def _train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     progress = RunProgress(cfg.train.log_every_steps)
     curve = CurveWriter(run_dir / "curve.csv", cfg.train.log_every_steps)
     accumulate = accumulation(cfg)
-    wandb_run = tracking.start_run(cfg, job_type="train")
+    # The same wandb run for the same fingerprint: a killed or requeued run continues its history.
+    wandb_run = tracking.start_run(cfg, job_type="train", run_id=tracking.stable_run_id(ident))
     loggers = [tracking.lightning_logger(wandb_run)] if wandb_run is not None else False
     trainer = L.Trainer(
         accelerator=cfg.trainer.accelerator, devices=cfg.trainer.devices, num_nodes=cfg.trainer.num_nodes,
@@ -116,7 +118,9 @@ def _train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
         max_steps=cfg.train.max_steps, accumulate_grad_batches=accumulate,
         val_check_interval=cfg.train.val_every_steps * accumulate, check_val_every_n_epoch=None,
         log_every_n_steps=cfg.train.log_every_steps, gradient_clip_val=cfg.train.grad_clip or None,
-        enable_progress_bar=cfg.trainer.enable_progress_bar, enable_model_summary=False, logger=loggers,
+        # A progress bar only for a person at a terminal; a log file gets RunProgress's lines instead.
+        enable_progress_bar=cfg.trainer.enable_progress_bar and on_terminal(), enable_model_summary=False,
+        logger=loggers,
         callbacks=[*checkpoint_callbacks(cfg, ckpt_dir), progress, curve, RngState(cfg.seed), RunIdentity(ident),
                    MFUMonitor(OmegaConf.to_container(cfg.model), tokenizer.vocab_size, cfg.train.log_every_steps,
                               str(cfg.trainer.precision), cfg.trainer.peak_flops)],
@@ -129,6 +133,7 @@ def _train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
         if trainer.is_global_zero:
             atomic_write_json(run_dir / "train.json", summary)
             tracking.safe_log(wandb_run, {f"final/{k}": v for k, v in summary.items() if isinstance(v, float)})
+            tracking.log_output(wandb_run, tracking.checkpoint_artifact(cfg))
     finally:
         tracking.finish(wandb_run)
     return summary

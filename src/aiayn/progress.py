@@ -1,0 +1,59 @@
+"""Plain progress lines for long jobs whose output goes to a file (dvc repro, SLURM, nohup), where a progress bar
+prints nothing readable: "decode valid: 1200/3003 sentences (40%), 85.2/s, elapsed 0:00:14, ETA 0:00:21".
+
+A line at most every `every_s` seconds, and one at the end; done / total, the rate, elapsed time and the ETA.
+"""
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from datetime import timedelta
+
+log = logging.getLogger("aiayn.progress")
+
+
+def clock(seconds: float) -> str:
+    """H:MM:SS, the way a person reads a duration in a log."""
+    return str(timedelta(seconds=round(max(seconds, 0.0))))
+
+
+def eta(done: float, total: float, elapsed: float) -> str:
+    """Time left at the rate so far; "?" before anything is done."""
+    return clock(elapsed * (total - done) / done) if done > 0 else "?"
+
+
+def on_terminal() -> bool:
+    """Whether a person watches this process's output live (a progress bar is for them; a log file gets lines)."""
+    return sys.stderr.isatty()
+
+
+class Progress:
+    """Counts work done towards `total` and logs a progress line at most every `every_s` seconds."""
+
+    def __init__(self, what: str, total: int | None, unit: str, every_s: float = 30.0,
+                 logger: logging.Logger = log) -> None:
+        self.what, self.total, self.unit, self.every_s, self.log = what, total, unit, every_s, logger
+        self.done = 0
+        self._t0 = self._last = time.perf_counter()
+
+    def update(self, n: int = 1) -> None:
+        self.done += n
+        now = time.perf_counter()
+        if now - self._last >= self.every_s:
+            self._last = now
+            self._line(now)
+
+    def finish(self) -> None:
+        """The last line: everything done, the average rate."""
+        self._line(time.perf_counter())
+
+    def _line(self, now: float) -> None:
+        elapsed = now - self._t0
+        rate = self.done / max(elapsed, 1e-9)
+        if self.total:
+            self.log.info("%s: %d/%d %s (%.0f%%), %.1f/s, elapsed %s, ETA %s", self.what, self.done, self.total,
+                          self.unit, 100 * self.done / self.total, rate, clock(elapsed),
+                          eta(self.done, self.total, elapsed))
+        else:
+            self.log.info("%s: %d %s, %.1f/s, elapsed %s", self.what, self.done, self.unit, rate, clock(elapsed))
