@@ -141,7 +141,16 @@ VEGA = ("vega@5", "vega-lite@5", "vega-embed@6")  # what DVC's page loads from a
 
 
 @pytest.fixture(scope="session")
-def vega_libs(tmp_path_factory) -> Path:
+def chromium() -> str:
+    """Debian's headless Chromium; the browser test skips without it (apt-get install chromium)."""
+    path = shutil.which("chromium") or shutil.which("chromium-browser")
+    if path is None:
+        pytest.skip("chromium is not installed (Debian: apt-get install chromium)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def vega_libs(chromium, tmp_path_factory) -> Path:
     """vega, vega-lite and vega-embed from the npm registry (this machine has no CDN), for rendering offline."""
     if not shutil.which("npm"):
         pytest.skip("npm is not installed")
@@ -158,12 +167,9 @@ CHROMIUM = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--
             "--allow-file-access-from-files", "--virtual-time-budget=20000")
 
 
-def test_dvc_plots_render_in_a_real_browser(repo: Path, vega_libs: Path, tmp_path: Path) -> None:
+def test_dvc_plots_render_in_a_real_browser(repo: Path, chromium: str, vega_libs: Path, tmp_path: Path) -> None:
     """`dvc plots show` rendered by headless Chromium (Debian's package): every vega plot draws an SVG, both
     images load; the screenshot is left in the test's folder."""
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if chromium is None:
-        pytest.skip("chromium is not installed (Debian: apt-get install chromium)")
     scripts = "".join(f'<script src="file://{vega_libs / lib}"></script>' for lib in (
         "vega/build/vega.min.js", "vega-lite/build/vega-lite.js", "vega-embed/build/vega-embed.min.js"))
     template = tmp_path / "offline.html"

@@ -110,6 +110,8 @@ def test_aggregate_writes_every_output(fabricated):
     tex = (out / "table3.tex").read_text()
     assert r"\toprule" in tex and r"\bottomrule" in tex and r"$\pm$" in tex
     assert "3.3e+18" in (out / "table2.md").read_text()
+    assert "sacreBLEU signature of dev BLEU: dev-sig." in md  # beside the scores it produced
+    assert "sacreBLEU signature of test BLEU (sacre): sig." in (out / "table2.md").read_text()
 
 
 def test_aggregate_without_any_run_or_reference(tmp_path):

@@ -28,6 +28,11 @@ def _distinct(records: Sequence[RunRecord], *keys: str) -> str | None:
     return ", ".join(sorted(values)) or None
 
 
+def signatures(records: Sequence[RunRecord], key: str) -> str | None:
+    """The distinct sacreBLEU signatures the runs' scores were computed with ("; " between several)."""
+    return "; ".join(sorted({str(r.eval[key]) for r in records if r.eval.get(key)})) or None
+
+
 def mean_words(path: Path | None) -> float | None:
     """Average whitespace-separated words per line of a text file (None when it is absent or empty)."""
     if path is None or not Path(path).is_file():
@@ -77,6 +82,8 @@ def aggregate(
     ok = [r for r in records if r.ok]
     lengths = sentence_lengths(refs)
     context = dict(scale=_distinct(ok, "scale", "name"), data=_distinct(ok, "data", "name"),
+                   dev_signature=signatures(ok, "dev_sacrebleu_signature"),
+                   test_signature=signatures(ok, "sacrebleu_signature"),
                    seeds=describe_seeds(seeds), sustained_flops_per_device=sustained_flops_per_device,
                    lengths=f"{lengths[0]:.1f}/{lengths[1]:.1f} words")
     table3 = build_table3(records)

@@ -126,7 +126,8 @@ def write_table2(rows: Sequence[dict[str, Any]], out_dir: Path, context: Mapping
         f"{context.get('sustained_flops_per_device', P100_SUSTAINED_FLOPS):.2g} FLOP/s (the paper's P100 "
         "estimate, whatever device actually ran). FLOPs (counted) is 3 × forward matmul FLOPs per token × tokens "
         f"seen (aiayn.flops), with attention at average sentence lengths {context.get('lengths', DASH)}. "
-        "At a reduced scale the absolute numbers are not comparable with the paper's.\n"
+        "At a reduced scale the absolute numbers are not comparable with the paper's.\n\n"
+        f"sacreBLEU signature of test BLEU (sacre): {context.get('test_signature') or DASH}.\n"
     )
     out_dir = Path(out_dir)
     return [atomic_write_text(out_dir / "table2.md", text),

@@ -158,7 +158,8 @@ def legend(context: Mapping[str, Any], family: int) -> str:
         f"the other rows' p); > {SEEDS_SHOWN_UP_TO} above {SEEDS_SHOWN_UP_TO}, {DASH} without a Δ to detect or "
         "without two seeds that differ. `python -m aiayn.seeds --until-resolved --max 10` runs the seeds "
         "that can resolve a row. At a reduced scale the absolute numbers are not comparable with the paper's; "
-        "compare the differences from base.\n"
+        "compare the differences from base.\n\n"
+        f"sacreBLEU signature of dev BLEU: {context.get('dev_signature') or DASH}.\n"
     )
 
 

@@ -26,6 +26,12 @@ log = logging.getLogger(__name__)
 
 
 
+def ends_update(trainer: L.Trainer, batch_idx: int) -> bool:
+    """Whether the micro-batch just trained ended an optimizer update (the last of its accumulation, or of the
+    epoch), from Lightning's public counters."""
+    return (batch_idx + 1) % trainer.accumulate_grad_batches == 0 or trainer.is_last_batch
+
+
 class RunProgress(L.Callback):
     """Counts tokens and wall time, logs train/lr and train/tokens_per_s, checks the loss is finite at log steps, and
     writes a plain progress line at each of them (step / max, loss, lr, tokens/s, elapsed, ETA): the log of a run
@@ -51,7 +57,7 @@ class RunProgress(L.Callback):
         self._window_tokens += n_src + n_tgt
         self._train_loss = trainer.callback_metrics.get("train/loss", self._train_loss)  # a reference: no sync
         step = trainer.global_step
-        if step % self.log_every_steps == 0 and trainer.fit_loop._should_accumulate() is False:
+        if step % self.log_every_steps == 0 and ends_update(trainer, batch_idx):
             now = time.perf_counter()
             tokens_per_s = self._window_tokens / max(now - self._window_t0, 1e-9)
             lr = trainer.optimizers[0].param_groups[0]["lr"]

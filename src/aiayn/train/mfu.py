@@ -14,6 +14,7 @@ import lightning as L
 import torch
 
 from aiayn.flops import training_flops
+from aiayn.train.callbacks import ends_update
 
 # Dense (no sparsity) peak FLOP/s per device from vendor datasheets: (16-bit tensor-core rate, plain fp32 rate).
 # Matched by substring of torch.cuda.get_device_name(), first match wins, so longer names come first.
@@ -70,7 +71,7 @@ class MFUMonitor(L.Callback):
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         self._flops += batch_flops(self.model_cfg, self.vocab_size, batch)
-        if trainer.global_step % self.log_every_steps or trainer.fit_loop._should_accumulate():
+        if trainer.global_step % self.log_every_steps or not ends_update(trainer, batch_idx):
             return
         now = time.perf_counter()
         rate = self._flops / max(now - self._t0, 1e-9)  # this device's counted FLOP/s over the window
