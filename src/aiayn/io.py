@@ -1,17 +1,50 @@
-"""Atomic file writes: a temporary file in the same folder, then `os.replace`, so a crash never leaves half a file."""
+"""Atomic file writes: a temporary file in the same folder, then `os.replace`, so a crash never leaves half a file;
+a full disk during one ends with a DiskFullError naming the file, what it needed and what is free."""
 from __future__ import annotations
 
+import errno
 import json
 import os
+import shutil
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
 
+class DiskFullError(OSError):
+    """A write that met a full disk: one line naming the file, the bytes it needed (when known) and the bytes
+    free. Nothing half-written is left for a rerun to trust; free space and rerun."""
+
+    def __init__(self, path: Path | str, needed: int | None = None, written: int | None = None) -> None:
+        path = Path(path)
+        free = free_bytes(path)
+        need = (f"needs {needed:,} bytes" if needed is not None
+                else f"needs more than the {written:,} bytes written" if written else "needs more space")
+        super().__init__(errno.ENOSPC, f"no space left on the device writing {path}: {need}, "
+                                       f"{free:,} bytes free there; free space and rerun (finished work is kept)")
+        self.path, self.needed, self.free = path, needed, free
+
+    def __str__(self) -> str:
+        return self.strerror
+
+
+def free_bytes(path: Path) -> int:
+    """Free bytes on the file system holding `path` (its nearest existing folder)."""
+    path = Path(path).absolute()
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return shutil.disk_usage(path).free
+
+
+def is_disk_full(err: BaseException) -> bool:
+    return isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
 @contextmanager
-def atomic_path(path: Path | str) -> Iterator[Path]:
-    """Yield a temporary path beside `path`; on success it replaces `path`, on error it is removed."""
+def atomic_path(path: Path | str, needed: int | None = None) -> Iterator[Path]:
+    """Yield a temporary path beside `path`; on success it replaces `path`, on error it is removed. A full disk
+    raises DiskFullError (naming `path`, `needed` bytes when the caller knows them)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -20,8 +53,11 @@ def atomic_path(path: Path | str) -> Iterator[Path]:
         yield Path(tmp)
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp's 0600 would hide results from the rest of a shared group
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
+        written = Path(tmp).stat().st_size if Path(tmp).exists() else None
         Path(tmp).unlink(missing_ok=True)
+        if is_disk_full(err) and not isinstance(err, DiskFullError):
+            raise DiskFullError(path, needed, written) from err
         raise
 
 

@@ -41,6 +41,7 @@ def test_train_counts_every_drop_by_reason(tmp_path):
     options = CleanOptions(min_len=1, max_len=8, max_ratio=3.0)
     stats = clean_parallel(iter(PAIRS), tmp_path / "t.src", tmp_path / "t.tgt", options, train=True)
     assert stats == {"read": 6, "kept": 3, "dropped": {"empty": 1, "too_short": 0, "too_long": 1, "ratio": 1},
+                     "changed": {"control_chars": 0, "format_chars": 0, "bom": 0, "unicode_form": 0},
                      "stopped_at_max_pairs": False}
     assert (tmp_path / "t.src").read_text(encoding="utf-8") == "Hello world\na b c\nfine\n"
     assert (tmp_path / "t.tgt").read_text(encoding="utf-8") == "Hallo Welt\na b c\ngut\n"
@@ -93,3 +94,14 @@ def test_write_json_is_atomic_and_readable(tmp_path):
     write_json(tmp_path / "stats.json", {"a": 1})
     assert json.loads((tmp_path / "stats.json").read_text()) == {"a": 1}
     assert [p.name for p in tmp_path.iterdir()] == ["stats.json"]
+
+
+def test_removed_characters_are_counted_by_reason_not_silently_dropped(tmp_path):
+    """A NUL byte, a zero-width space, a BOM, a decomposed accent: each line changed is counted by why."""
+    pairs = [("a\x00b c", "x y"), ("\ufeffHello", "Hallo\u200b Welt"), ("Cafe\u0301", "Kaffee"), ("plain", "klar")]
+    stats = clean_parallel(pairs, tmp_path / "t.src", tmp_path / "t.tgt", CleanOptions(), train=True)
+    assert stats["changed"] == {"control_chars": 1, "format_chars": 1, "bom": 1, "unicode_form": 1}
+    assert (tmp_path / "t.src").read_text().splitlines() == ["ab c", "Hello", "Café", "plain"]
+    assert stats["kept"] == 4 and sum(stats["dropped"].values()) == 0
+    counts = dict.fromkeys(stats["changed"], 0)
+    assert normalize_text("\x00\x00a\ufeff", "NFC", counts) == "a" and counts["control_chars"] == 1  # per line

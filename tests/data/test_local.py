@@ -52,7 +52,8 @@ def test_explicit_test_prefix_and_sgm_files(tmp_path):
     stats = prepare_local(folder, tmp_path / "out", "en", "fr", "train", "dev", "test", CleanOptions())
     out = tmp_path / "out"
     assert _lines(out / "train.src") == ["a b", "c d e"] and stats["train"]["dropped"]["empty"] == 1
-    assert _lines(out / "test.src") == ["A & B", "C"] and _lines(out / "test.tgt") == ["A et B", "C"]
+    # SGM text as written, entities kept, as sacreBLEU reads it (docs/departures.md#sgm-entities).
+    assert _lines(out / "test.src") == ["A &amp; B", "C"] and _lines(out / "test.tgt") == ["A et B", "C"]
     assert stats["test_set"] == "test (test.en.sgm)" and stats["train"]["removed_for_test"] == 0
 
 

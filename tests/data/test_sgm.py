@@ -29,13 +29,32 @@ def test_entities_and_numeric_references_are_unescaped():
     assert unescape("&amp;lt; &#65;&#x42;") == "&lt; AB"  # one level only: &amp;lt; is the text "&lt;"
 
 
-def test_segments_keep_order_doc_ids_and_unescaped_text(tmp_path):
+def test_segments_keep_order_doc_ids_and_their_text_as_written(tmp_path):
     segs = read_sgm(_write(tmp_path, "a.sgm", SRC))
     assert [(s.doc_id, s.seg_id) for s in segs] == [("1012-bbc", "1"), ("1012-bbc", "2"), ("1013-xyz", "1")]
-    assert segs[0].text == "Gutach: Noch mehr Sicherheit für Fußgänger"
-    # Whitespace collapsed like sacreBLEU; "&para" without ";" and a bare "&" are text, not entities.
-    assert segs[1].text == "\"AT&T\" <3 's &para and R&D"
+    assert segs[0].text == "Gutach: Noch mehr Sicherheit f&#252;r Fu&#xDF;g&#228;nger"  # entities kept
+    assert segs[1].text == "&quot;AT&amp;T&quot; &lt;3 &apos;s &para and R&D"  # whitespace collapsed
     assert segs[2].text == "Zweites Dokument"
+
+
+def _sacrebleu_text(path, tmp_path) -> list[str]:
+    """The plain text sacreBLEU makes of an SGM file for its references (FakeSGMLDataset, the reader behind
+    `sacrebleu -t wmt14/full`); a private method, called here only as the reference to agree with."""
+    from sacrebleu.dataset.fake_sgml import FakeSGMLDataset
+
+    out = tmp_path / f"{path.name}.txt"
+    FakeSGMLDataset._convert_format(FakeSGMLDataset.__new__(FakeSGMLDataset), str(path), str(out))
+    return out.read_text(encoding="utf-8").splitlines()
+
+
+def test_our_reader_gives_exactly_sacrebleus_text_entities_included(tmp_path):
+    """One entity policy for our references and sacreBLEU's: the same text, so our BLEU is the one
+    `sacrebleu -t wmt14/full` users compute (docs/departures.md#sgm-entities)."""
+    ref = _write(tmp_path, "ref.sgm", SRC + '<doc docid="d3">\n<seg id="1">Preis:  5 &euro;   &amp;amp; mehr</seg>\n'
+                                            '<seg id="2">Tab\there &#x2014; und &lt;b&gt;</seg>\n</doc>\n')
+    ours = [s.text for s in read_sgm(ref)]
+    assert ours == _sacrebleu_text(ref, tmp_path)
+    assert "&amp;amp;" in ours[3] and "&#x2014;" in ours[4]
 
 
 def test_pair_alignment_is_checked(tmp_path):

@@ -12,6 +12,7 @@ from aiayn.config.composition import CONF_DIR, register_configs, with_variant
 from aiayn.config.params import read_overrides, read_params_list, seeds_per_row
 from aiayn.config.resolve import ConfigError
 from aiayn.config.rowfile import check_row_overrides
+from aiayn.io import DiskFullError
 from aiayn.tracking import SECRET_KEY
 
 SEEDS_FROM = "seeds_from="
@@ -81,6 +82,9 @@ def hydra_main(run: Callable[[DictConfig], Any]) -> None:
     register_configs()
 
     def job(cfg: DictConfig) -> Any:
-        return run(with_variant(cfg, list(HydraConfig.get().overrides.task), CONF_DIR))
+        try:
+            return run(with_variant(cfg, list(HydraConfig.get().overrides.task), CONF_DIR))
+        except DiskFullError as err:  # one line naming the file, what it needed and what is free; no traceback
+            sys.exit(f"error: {err}")
 
     hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")(job)()

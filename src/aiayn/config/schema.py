@@ -61,6 +61,17 @@ class CleanConfig:
 
 
 @dataclass
+class DownloadConfig:
+    """How hard a download of the WMT archives keeps trying (aiayn.data.download.RetryPolicy): a transfer that keeps
+    advancing is never abandoned; `retries` counts attempts in a row that added nothing."""
+
+    retries: int = 8
+    stall_s: float = 60.0  # no byte for this long ends an attempt (the next resumes)
+    backoff_s: float = 1.0  # first wait, doubled per failure without progress, jittered
+    backoff_max_s: float = 300.0
+
+
+@dataclass
 class DataConfig:
     name: str = "synthetic"  # synthetic | local | wmt14_en_de | wmt14_en_fr
     src_lang: str = "en"
@@ -81,6 +92,7 @@ class DataConfig:
     # remote corpora: download cache (survives reruns) and an optional mirror (folder or URL)
     cache_dir: str = "~/.cache/aiayn"
     mirror: Optional[str] = None
+    download: DownloadConfig = field(default_factory=DownloadConfig)
     max_train_pairs: Optional[int] = None
     clean: CleanConfig = field(default_factory=CleanConfig)
     # joint subword vocabulary (section 5.1: BPE, ~37000 for EN-DE; word-pieces, 32000 for EN-FR)

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from aiayn.data.tokenizer import Tokenizer, file_sha256
+from aiayn.io import DiskFullError, is_disk_full
 from aiayn.progress import Progress
 
 FORMAT_VERSION = 1
@@ -85,6 +86,12 @@ def encode_split(tokenizer: Tokenizer, src_file, tgt_file, out_prefix, batch_lin
         for k in ("src.bin", "tgt.bin", "idx.npy", "json"):  # header last: it marks a complete split
             os.replace(tmps[k], paths[k])
         lines.finish()
+    except OSError as err:
+        if is_disk_full(err) and not isinstance(err, DiskFullError):
+            written = {k: t.stat().st_size for k, t in tmps.items() if t.exists()}
+            full = max(written, key=written.get) if written else "src.bin"
+            raise DiskFullError(paths[full], written=sum(written.values())) from err
+        raise
     finally:
         for t in tmps.values():
             t.unlink(missing_ok=True)

@@ -15,10 +15,16 @@ from aiayn.data.sgm import read_sgm
 
 DROP_REASONS = ("empty", "too_short", "too_long", "ratio")
 _FORMS = (None, "NFC", "NFD", "NFKC", "NFKD")
-# C0/C1 controls (except the whitespace ones, which become spaces), soft hyphen, zero-width space,
-# bidi marks/overrides, word joiners and the BOM: invisible characters that only fragment subwords.
-_CONTROL = re.compile("[\x00-\x08\x0e-\x1f\x7f-\x84\x86-\x9f\u00ad\u200b\u200e\u200f\u202a-\u202e"
-                      "\u2060-\u2064\ufeff]")
+# Departure: see docs/departures.md#corpus-cleaning-counts
+# Invisible characters that only fragment subwords, removed, and each removal counted by its kind (stats.json
+# "changed"): C0/C1 controls (except the whitespace ones, which become spaces), e.g. a NUL byte; format characters
+# (soft hyphen, zero-width space, bidi marks and overrides, word joiners); the byte-order mark.
+REMOVED = {
+    "control_chars": re.compile("[\x00-\x08\x0e-\x1f\x7f-\x84\x86-\x9f]"),
+    "format_chars": re.compile("[\u00ad\u200b\u200e\u200f\u202a-\u202e\u2060-\u2064]"),
+    "bom": re.compile("\ufeff"),
+}
+CHANGE_REASONS = (*REMOVED, "unicode_form")  # lines changed other than by whitespace, by why
 _SPACE = re.compile(r"\s+")
 
 
@@ -48,11 +54,18 @@ class CleanOptions:
             raise ValueError(f"data.clean.max_ratio must be >= 1 (longer/shorter), got {self.max_ratio}")
 
 
-def normalize_text(text: str, form: str | None = "NFC") -> str:
-    """Drop invisible control characters, apply Unicode normal form `form`, collapse whitespace runs and strip."""
-    text = _CONTROL.sub("", text)
+def normalize_text(text: str, form: str | None = "NFC", changes: dict[str, int] | None = None) -> str:
+    """Drop invisible control, format and BOM characters, apply Unicode normal form `form`, collapse whitespace runs
+    and strip; with `changes`, count the line under each reason that changed it (CHANGE_REASONS)."""
+    for reason, pattern in REMOVED.items():
+        text, n = pattern.subn("", text)
+        if n and changes is not None:
+            changes[reason] += 1
     if form:
-        text = unicodedata.normalize(form, text)
+        normal = unicodedata.normalize(form, text)
+        if normal != text and changes is not None:
+            changes["unicode_form"] += 1
+        text = normal
     return " ".join(text.split())
 
 
@@ -124,7 +137,8 @@ def clean_parallel(pairs: Iterable[tuple[str, str]], src_out: Path, tgt_out: Pat
     """
     if max_pairs is not None and not train:
         raise ValueError("max_pairs applies to the training split only")
-    stats = {"read": 0, "kept": 0, "dropped": dict.fromkeys(DROP_REASONS, 0)}
+    stats = {"read": 0, "kept": 0, "dropped": dict.fromkeys(DROP_REASONS, 0),
+             "changed": dict.fromkeys(CHANGE_REASONS, 0)}  # lines (either side) cleaning changed, by reason
     if not train:
         stats["empty_kept"] = 0
     stopped = False
@@ -138,8 +152,8 @@ def clean_parallel(pairs: Iterable[tuple[str, str]], src_out: Path, tgt_out: Pat
                 break
             stats["read"] += 1
             lines.update()
-            src = normalize_text(src, options.normalize)
-            tgt = normalize_text(tgt, options.normalize) if train else collapse_whitespace(tgt)
+            src = normalize_text(src, options.normalize, stats["changed"])
+            tgt = normalize_text(tgt, options.normalize, stats["changed"]) if train else collapse_whitespace(tgt)
             if train and (reason := drop_reason(src, tgt, options)):
                 stats["dropped"][reason] += 1
                 continue

@@ -1,12 +1,22 @@
-"""Robust downloads (resume, retry, checksum, cache, mirrors) and streamed, safe archive extraction."""
+"""Robust downloads (resume, retry, checksum, cache, mirrors) and streamed, safe archive extraction.
+
+Made for slow servers that drop connections (the statmt EN-FR archives: 2.4-2.6 GB at ~150 kB/s, five hours
+each): a dropped TLS stream, a reset or a stall (no byte for `stall_s`) ends one attempt, and the next resumes from
+the `.part` file with an HTTP Range request. The retry budget counts consecutive attempts that made no progress,
+so a transfer that keeps advancing is never abandoned; waits grow exponentially, capped, with jitter. A verified
+archive is remembered (size, mtime, digest in `<cache>/.verified/`) and not hashed again.
+"""
 from __future__ import annotations
 
 import gzip
 import hashlib
 import http.client
+import json
 import logging
 import os
+import random
 import shutil
+import ssl
 import sys
 import tarfile
 import time
@@ -14,14 +24,14 @@ import urllib.error
 import urllib.request
 import warnings
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from tqdm import tqdm
 
+from aiayn.io import DiskFullError, atomic_path, atomic_write_json, is_disk_full
 from aiayn.progress import Progress, on_terminal
-
-from aiayn.io import atomic_path
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +60,35 @@ class _Transient(ConnectionError):
     """A download attempt ended early; the next attempt resumes it."""
 
 
-_RETRYABLE = (_Transient, ConnectionError, TimeoutError, urllib.error.URLError, http.client.HTTPException)
+# A cut TLS stream (ssl.SSLError, SSLEOFError), a reset or refused connection, a stall (the socket timeout), a short
+# or malformed response: each ends one attempt, which the next resumes.
+_RETRYABLE = (_Transient, ConnectionError, TimeoutError, ssl.SSLError, urllib.error.URLError,
+              http.client.HTTPException)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How long a download keeps trying (`data.download`).
+
+    `retries`: attempts in a row that may fail without adding a byte to the .part file before giving up (an
+    attempt that made progress resets the count). `stall_s`: seconds without a byte after which an attempt is
+    abandoned. Waits: `backoff_s` doubling per failure without progress, at most `backoff_max_s`, times a random
+    factor in [0.5, 1] so that parallel downloads do not retry in step.
+    """
+
+    retries: int = 8
+    stall_s: float = 60.0
+    backoff_s: float = 1.0
+    backoff_max_s: float = 300.0
+
+    def __post_init__(self) -> None:
+        if self.retries < 0 or not self.stall_s > 0 or self.backoff_s < 0 or self.backoff_max_s < self.backoff_s:
+            raise ValueError(f"bad download retry policy {self}: retries >= 0, stall_s > 0, "
+                             f"0 <= backoff_s <= backoff_max_s")
+
+    def wait(self, failures: int) -> float:
+        """Seconds before the next attempt after `failures` failed attempts in a row (0: one that progressed)."""
+        return min(self.backoff_max_s, self.backoff_s * 2 ** max(failures - 1, 0)) * random.uniform(0.5, 1.0)
 
 
 def _bar(total: int | None, desc: str, progress: bool, initial: int = 0) -> tqdm:
@@ -69,20 +107,26 @@ def file_digest(path: Path, algorithm: str = "sha256", chunk_size: int = CHUNK_S
 
 
 def verify_file(path: Path, expected_sha256: str | None = None, expected_md5: str | None = None,
-                *, source: str = "", move_aside: bool = True) -> str:
+                *, source: str = "", move_aside: bool = True, stamps: Path | None = None) -> str:
     """Check `path` against its recorded sum; warn with the computed sha256 when none is recorded.
 
     On a mismatch the bad file is renamed aside (unless `move_aside` is False) and ChecksumError names both sums.
-    Returns the computed digest.
+    With `stamps` (a folder), a file once verified is remembered there by path, size and mtime, and not hashed
+    again while those stay the same (EN-FR's archives are 6.6 GB to hash). Returns the digest.
     """
     path = Path(path)
     algorithm, expected = ("sha256", expected_sha256) if expected_sha256 else ("md5", expected_md5)
+    stamp = _stamp_file(stamps, path) if stamps is not None and expected else None
+    if stamp is not None and _stamp_matches(stamp, path, algorithm, expected):
+        return expected.lower()
     actual = file_digest(path, algorithm if expected else "sha256")
     if not expected:
         warnings.warn(f"{path.name} is UNVERIFIED (no published checksum recorded); its sha256 is {actual} "
                       f"- record it to pin this file", UnverifiedWarning, stacklevel=2)
         return actual
     if actual.lower() == expected.lower():
+        if stamps is not None:
+            _remember(stamps, path, algorithm, actual)
         return actual
     where = f" from {source}" if source else ""
     kept = ""
@@ -94,28 +138,66 @@ def verify_file(path: Path, expected_sha256: str | None = None, expected_md5: st
                         f"got {actual}{kept}")
 
 
+def _stamp_file(stamps: Path, path: Path) -> Path:
+    """Where the verification of `path` is remembered: by name and a hash of its absolute path."""
+    key = hashlib.sha256(str(Path(path).resolve()).encode()).hexdigest()[:12]
+    return Path(stamps) / f"{Path(path).name}.{key}.json"
+
+
+def _remember(stamps: Path, path: Path, algorithm: str, digest: str) -> None:
+    """Record that `path`, at its current size and mtime, has this digest."""
+    info = path.stat()
+    atomic_write_json(_stamp_file(stamps, path), {"path": str(path.resolve()), "size": info.st_size,
+                                                  "mtime_ns": info.st_mtime_ns, "algorithm": algorithm,
+                                                  "digest": digest})
+
+
+def _stamp_matches(stamp: Path, path: Path, algorithm: str, expected: str) -> bool:
+    try:
+        data, info = json.loads(stamp.read_text(encoding="utf-8")), path.stat()
+    except (OSError, ValueError):
+        return False
+    return (data.get("size"), data.get("mtime_ns"), data.get("algorithm"), str(data.get("digest")).lower()) == (
+        info.st_size, info.st_mtime_ns, algorithm, expected.lower())
+
+
 def download(url: str, dest: Path, expected_sha256: str | None = None, progress: bool = True,
-             retries: int = 3, chunk_size: int = CHUNK_SIZE, *, expected_md5: str | None = None,
-             timeout: float = 60.0, backoff_s: float = 1.0) -> Path:
-    """Download `url` to `dest` via `dest.part`, resuming and retrying, then verify; a verified `dest` is reused."""
+             policy: RetryPolicy = RetryPolicy(), chunk_size: int = CHUNK_SIZE, *, expected_md5: str | None = None,
+             stamps: Path | None = None, sleep: Callable[[float], None] = time.sleep) -> Path:
+    """Download `url` to `dest` via `dest.part`, resuming and retrying (RetryPolicy), then verify; a verified
+    `dest` is reused. A full disk ends it with DiskFullError; the .part stays and resumes on the next call."""
     dest = Path(dest)
     if dest.exists():
-        verify_file(dest, expected_sha256, expected_md5, source=url)
+        verify_file(dest, expected_sha256, expected_md5, source=url, stamps=stamps)
         return dest
     part = dest.with_name(dest.name + ".part")
     part.parent.mkdir(parents=True, exist_ok=True)
-    for attempt in range(retries + 1):
+    failures = 0
+    while True:
+        before = part.stat().st_size if part.exists() else 0
         try:
-            _fetch_into(url, part, progress, chunk_size, timeout)
+            _fetch_into(url, part, progress, chunk_size, policy.stall_s)
             break
         except _RETRYABLE as exc:
-            if attempt == retries:
-                raise DownloadError(f"{url}: gave up after {retries + 1} attempts: {exc}") from exc
-            log.warning("%s: attempt %d failed (%s); resuming", url, attempt + 1, exc)
-            time.sleep(backoff_s * 2 ** attempt)
-    verify_file(part, expected_sha256, expected_md5, source=url)
+            after = part.stat().st_size if part.exists() else 0
+            failures = 0 if after > before else failures + 1
+            if failures > policy.retries:
+                raise DownloadError(f"{url}: gave up after {failures} attempts in a row that added nothing "
+                                    f"({exc}); {part} keeps its {after:,} bytes and resumes on the next run") from exc
+            wait = policy.wait(failures)
+            log.warning("%s: attempt ended at byte %s (%s: %s); resuming in %.0f s", url, f"{after:,}",
+                        type(exc).__name__, exc, wait)
+            sleep(wait)
+    digest = verify_file(part, expected_sha256, expected_md5, source=url)
     os.replace(part, dest)
+    if stamps is not None and (expected_sha256 or expected_md5):
+        _remember(stamps, dest, "sha256" if expected_sha256 else "md5", digest)
     return dest
+
+
+def _open(request: urllib.request.Request, timeout: float):
+    """urlopen, with `timeout` as the longest wait for any byte (a stalled server ends the attempt)."""
+    return urllib.request.urlopen(request, timeout=timeout)
 
 
 def _fetch_into(url: str, part: Path, progress: bool, chunk_size: int, timeout: float) -> None:
@@ -123,7 +205,7 @@ def _fetch_into(url: str, part: Path, progress: bool, chunk_size: int, timeout: 
     offset = part.stat().st_size if part.exists() else 0
     request = urllib.request.Request(url, headers={"Range": f"bytes={offset}-"} if offset else {})
     try:
-        response = urllib.request.urlopen(request, timeout=timeout)
+        response = _open(request, timeout)
     except urllib.error.HTTPError as exc:
         if exc.code == 416 and offset:  # nothing left to send: the .part is complete (the checksum decides)
             return
@@ -140,7 +222,13 @@ def _fetch_into(url: str, part: Path, progress: bool, chunk_size: int, timeout: 
         lines.done = offset // 2**20
         with open(part, "ab" if offset else "wb") as f, _bar(total, part.name, progress, offset) as bar:
             while chunk := response.read(chunk_size):
-                f.write(chunk)
+                try:
+                    f.write(chunk)
+                    f.flush()  # a full disk shows here, chunk by chunk, not at close
+                except OSError as err:
+                    if is_disk_full(err):
+                        raise DiskFullError(part, None if total is None else total - received) from err
+                    raise
                 received += len(chunk)
                 bar.update(len(chunk))
                 if progress and not on_terminal():  # a log file gets a line a minute instead of a bar
@@ -165,16 +253,39 @@ def locate(filename: str, url: str, mirror: str | os.PathLike | None) -> str | P
 
 def fetch(filename: str, url: str, cache_dir: Path, mirror: str | os.PathLike | None = None,
           expected_sha256: str | None = None, expected_md5: str | None = None, *, progress: bool = True,
-          retries: int = 3, backoff_s: float = 1.0) -> Path:
-    """A verified local copy of `filename`: read in place from a mirror folder, else downloaded into `cache_dir`."""
+          policy: RetryPolicy = RetryPolicy(), legacy_filename: str | None = None,
+          sleep: Callable[[float], None] = time.sleep) -> Path:
+    """A verified local copy of `filename`: read in place from a mirror folder, else downloaded into `cache_dir`.
+
+    `legacy_filename`, the name a cache or mirror folder used before names were unique per source, is accepted
+    when its checksum verifies (a cached copy is renamed, not downloaded again).
+    """
+    stamps = Path(cache_dir) / ".verified"
     source = locate(filename, url, mirror)
     if isinstance(source, Path):
+        old = source.with_name(legacy_filename) if legacy_filename else None
+        if not source.is_file() and old is not None and old.is_file():
+            source = old  # an older mirror folder: the name without its source folder
         if not source.is_file():
             raise DownloadError(f"mirror folder {source.parent} has no {filename}")
-        verify_file(source, expected_sha256, expected_md5, source=str(source.parent), move_aside=False)
+        verify_file(source, expected_sha256, expected_md5, source=str(source.parent), move_aside=False,
+                    stamps=stamps)
         return source
-    return download(source, Path(cache_dir) / filename, expected_sha256, progress, retries,
-                    expected_md5=expected_md5, backoff_s=backoff_s)
+    dest = Path(cache_dir) / filename
+    old = Path(cache_dir) / legacy_filename if legacy_filename and legacy_filename != filename else None
+    if not dest.exists() and old is not None and old.is_file() and (expected_sha256 or expected_md5):
+        verify_file(old, expected_sha256, expected_md5, source=str(old), move_aside=False)
+        os.replace(old, dest)
+        log.info("%s: the cached %s verified; renamed to its source-unique name", dest, old.name)
+    return download(source, dest, expected_sha256, progress, policy, expected_md5=expected_md5, stamps=stamps,
+                    sleep=sleep)
+
+
+def member_name(name: str) -> str:
+    """A tar member's path without leading "./" (tar -C dir . writes them), as the catalog names it."""
+    while name.startswith("./"):
+        name = name[2:]
+    return name
 
 
 def _safe_target(dest_dir: Path, name: str, archive: Path) -> Path:
@@ -208,16 +319,19 @@ def extract(archive: Path, dest_dir: Path, members: Iterable[str] | None = None,
         with _bar(archive.stat().st_size, archive.name, progress) as bar, open(archive, "rb") as raw, \
                 tarfile.open(fileobj=_Counting(raw, bar), mode="r|*") as tar:
             for info in tar:
-                if (wanted is not None and info.name not in wanted) or info.name in done or info.isdir():
+                name = member_name(info.name)
+                if (wanted is not None and name not in wanted) or name in done or info.isdir() or not name:
                     continue
                 if not info.isfile():
                     raise ArchiveError(f"{archive}: refusing non-regular member {info.name!r} (link or device)")
-                target = _safe_target(dest_dir, info.name, archive)
-                with atomic_path(target) as tmp, open(tmp, "wb") as out:
+                target = _safe_target(dest_dir, name, archive)
+                with atomic_path(target, needed=info.size) as tmp, open(tmp, "wb") as out:
                     shutil.copyfileobj(tar.extractfile(info), out, chunk_size)
-                done[info.name] = target
+                done[name] = target
                 if wanted is not None and set(done) == wanted:
                     break
+    except DiskFullError:
+        raise
     except (tarfile.TarError, EOFError, zlib.error, OSError) as exc:
         raise ArchiveError(f"{archive}: truncated or corrupt archive ({exc})") from exc
     missing = sorted((wanted or set()) - set(done))

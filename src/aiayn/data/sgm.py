@@ -1,4 +1,10 @@
-"""WMT's "fake SGML" test-set files (newstest20xx-*.sgm): one `<seg id=..>` per line inside `<doc docid=..>`."""
+"""WMT's "fake SGML" test-set files (newstest20xx-*.sgm): one `<seg id=..>` per line inside `<doc docid=..>`.
+
+Entity policy: a segment's text is taken as written, entities included (`&amp;` stays `&amp;`), whitespace runs
+collapsed: exactly what sacreBLEU's reader (FakeSGMLDataset) gives, so our references are the ones every
+`sacrebleu -t wmt14/full` score uses, and the source side is read by the same rule. WMT's test sets have used no
+entities since 2009, so on them the policy changes nothing. Departure: see docs/departures.md#sgm-entities
+"""
 from __future__ import annotations
 
 import re
@@ -38,7 +44,8 @@ def unescape(text: str) -> str:
 
 
 def read_sgm(path: Path) -> list[Segment]:
-    """All segments in file order, text unescaped and whitespace-collapsed (as sacreBLEU reads them)."""
+    """All segments in file order, text as written (entities kept) and whitespace-collapsed, as sacreBLEU reads
+    them; `unescape` is there for a caller that wants the characters."""
     path = Path(path)
     segments: list[Segment] = []
     doc_id = ""
@@ -60,7 +67,7 @@ def read_sgm(path: Path) -> list[Segment]:
             if key in seen:
                 raise SgmError(f"{path}:{lineno}: duplicate segment id {seg.group(1)!r} in document {doc_id!r}")
             seen.add(key)
-            text = _SPACE.sub(" ", unescape(seg.group(2))).strip()
+            text = _SPACE.sub(" ", seg.group(2)).strip()
             segments.append(Segment(doc_id, seg.group(1), text))
     if not segments:
         raise SgmError(f"{path}: no <seg> elements found")

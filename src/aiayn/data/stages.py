@@ -43,9 +43,12 @@ def fetch(cfg: DictConfig) -> dict[str, Any]:
             holdout_size=d.holdout_size, holdout_seed=d.seed,
         )
     if d.name.startswith("wmt14_"):
+        from aiayn.data.download import RetryPolicy
+
         return prepare_wmt14(
             d.name, out, Path(d.cache_dir).expanduser(), mirror=d.mirror, clean=clean,
             max_train_pairs=d.max_train_pairs, src_lang=d.src_lang, tgt_lang=d.tgt_lang,
+            policy=RetryPolicy(**OmegaConf.to_container(d.download)),
         )
     raise ValueError(f"data.name={d.name!r} is not one of synthetic, local, wmt14_en_de, wmt14_en_fr")
 

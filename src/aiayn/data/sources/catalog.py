@@ -14,12 +14,23 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Archive:
-    """One downloadable file; `filename` is also its name in the cache and in a mirror."""
+    """One downloadable file and its published checksum."""
 
-    filename: str
     url: str
     sha256: str | None = None
     md5: str | None = None
+
+    @property
+    def filename(self) -> str:
+        """Its name in the cache and in a mirror: the server's folder and the file ("wmt13-test.tgz"), unique per
+        source, since several WMT years publish a test.tgz; one mirror folder holds every archive side by side."""
+        folder, name = self.url.rstrip("/").rsplit("/", 2)[-2:]
+        return f"{folder}-{name}"
+
+    @property
+    def legacy_filename(self) -> str:
+        """The server's file name alone, the cache's name before it was made unique; accepted when it verifies."""
+        return self.url.rstrip("/").rsplit("/", 1)[-1]
 
 
 @dataclass(frozen=True)
@@ -68,20 +79,20 @@ class PairSpec:
 
 
 _STATMT = "https://www.statmt.org"
-EUROPARL = Archive("training-parallel-europarl-v7.tgz", f"{_STATMT}/wmt13/training-parallel-europarl-v7.tgz",
+EUROPARL = Archive(f"{_STATMT}/wmt13/training-parallel-europarl-v7.tgz",
                    sha256="0224c7c710c8a063dfd893b0cc0830202d61f4c75c17eb8e31836103d27d96e7")
-COMMONCRAWL = Archive("training-parallel-commoncrawl.tgz", f"{_STATMT}/wmt13/training-parallel-commoncrawl.tgz",
+COMMONCRAWL = Archive(f"{_STATMT}/wmt13/training-parallel-commoncrawl.tgz",
                       sha256="c7a74e2ea01ac6c920123108627e35278d4ccb5701e15428ffa34de86fa3a9e5")
-NEWS_COMMENTARY = Archive("training-parallel-nc-v9.tgz", f"{_STATMT}/wmt14/training-parallel-nc-v9.tgz",
+NEWS_COMMENTARY = Archive(f"{_STATMT}/wmt14/training-parallel-nc-v9.tgz",
                           sha256="cb8953f292298e6877ae433c98912b927cb0766b303f4540512ddd286c748485")
-UN = Archive("training-parallel-un.tgz", f"{_STATMT}/wmt13/training-parallel-un.tgz",
+UN = Archive(f"{_STATMT}/wmt13/training-parallel-un.tgz",
              sha256="29141b5c1eba149a94f7a59d3b1a834b2e47fe0f8758d68dcd77a3d3f497ee47")
-GIGA_FREN = Archive("training-giga-fren.tar", f"{_STATMT}/wmt10/training-giga-fren.tar",
+GIGA_FREN = Archive(f"{_STATMT}/wmt10/training-giga-fren.tar",
                     sha256="3ff8319f6919393520559bfbc7ad6a747ec81b3abc7be9993b338d4b017b4d9a")
 # newstest2013 (the paper's dev set) as sacreBLEU's "wmt13" ships it: the same sentences as in WMT14's dev.tgz,
 # but with a published checksum.
-DEV_WMT13 = Archive("test.tgz", f"{_STATMT}/wmt13/test.tgz", md5="48eca5d02f637af44e85186847141f67")
-TEST_FULL = Archive("test-full.tgz", f"{_STATMT}/wmt14/test-full.tgz", md5="a8cd784e006feb32ac6f3d9ec7eb389a")
+DEV_WMT13 = Archive(f"{_STATMT}/wmt13/test.tgz", md5="48eca5d02f637af44e85186847141f67")
+TEST_FULL = Archive(f"{_STATMT}/wmt14/test-full.tgz", md5="a8cd784e006feb32ac6f3d9ec7eb389a")
 
 NEWSTEST2013 = EvalSet(
     name="newstest2013", archive=DEV_WMT13.filename,

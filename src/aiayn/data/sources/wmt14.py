@@ -7,7 +7,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from aiayn.data.clean import CleanOptions, clean_parallel, iter_parallel, write_json
-from aiayn.data.download import extract, fetch
+from aiayn.data.download import RetryPolicy, extract, fetch
 from aiayn.data.sgm import read_sgm_pair
 from aiayn.data.sources.catalog import EvalSet, PairSpec, wmt14_spec
 
@@ -22,16 +22,16 @@ class _Fetcher:
     """Fetches catalog archives into `cache_dir` (or reads them from a mirror folder) and extracts members."""
 
     def __init__(self, spec: PairSpec, cache_dir: Path, mirror: str | os.PathLike | None, progress: bool,
-                 retries: int, backoff_s: float) -> None:
+                 policy: RetryPolicy) -> None:
         self.spec, self.cache_dir, self.mirror = spec, Path(cache_dir), mirror
-        self.progress, self.retries, self.backoff_s = progress, retries, backoff_s
+        self.progress, self.policy = progress, policy
         self.used: dict[str, str] = {}
 
     def members(self, filename: str, names: list[str]) -> list[Path]:
         """Local paths of `names` inside archive `filename`, downloading and extracting as needed."""
         archive = self.spec.archive(filename)
         path = fetch(archive.filename, archive.url, self.cache_dir, self.mirror, archive.sha256, archive.md5,
-                     progress=self.progress, retries=self.retries, backoff_s=self.backoff_s)
+                     progress=self.progress, policy=self.policy, legacy_filename=archive.legacy_filename)
         self.used[filename] = archive.url if self.mirror is None else f"{self.mirror} (mirror of {archive.url})"
         extracted = extract(path, self.cache_dir / "extracted" / filename, names, self.progress)
         return [extracted[name] for name in names]
@@ -66,7 +66,7 @@ def _train_pairs(fetcher: _Fetcher, src_lang: str, tgt_lang: str, read: dict[str
 def prepare_wmt14(pair: str, out_dir: Path, cache_dir: Path, mirror: str | os.PathLike | None = None,
                   clean: CleanOptions = CleanOptions(), max_train_pairs: int | None = None, progress: bool = True,
                   *, src_lang: str | None = None, tgt_lang: str | None = None, spec: PairSpec | None = None,
-                  retries: int = 3, backoff_s: float = 1.0) -> dict:
+                  policy: RetryPolicy = RetryPolicy()) -> dict:
     """Write `out_dir/{train,valid,test}.{src,tgt}` and `stats.json` for `pair` (wmt14_en_de | wmt14_en_fr).
 
     Train: the paper's corpora, cleaned (CleanOptions); valid: newstest2013; test: newstest2014-full (3003
@@ -81,7 +81,7 @@ def prepare_wmt14(pair: str, out_dir: Path, cache_dir: Path, mirror: str | os.Pa
         raise ValueError(f"data.max_train_pairs must be >= 1 or null, got {max_train_pairs}")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    fetcher = _Fetcher(spec, Path(cache_dir), mirror, progress, retries, backoff_s)
+    fetcher = _Fetcher(spec, Path(cache_dir), mirror, progress, policy)
     # The small evaluation sets first: a wrong test set fails before gigabytes of training data are read.
     valid = _eval_split(fetcher, spec.valid, src_lang, tgt_lang, out_dir, "valid", clean)
     test = _eval_split(fetcher, spec.test, src_lang, tgt_lang, out_dir, "test", clean)
