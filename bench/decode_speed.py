@@ -14,7 +14,7 @@ from torch import Tensor, nn
 
 from aiayn.decode import beam_search
 from aiayn.model import KVCache, ModelConfig, Transformer
-from aiayn.decode.translate import pad_batch
+from aiayn.decode.translate import batch_by_length, pad_batch
 
 PAD, BOS, EOS = 0, 2, 3
 SHAPES = {
@@ -64,6 +64,40 @@ def timed_search(model: nn.Module, sources: list[list[int]], batch_size: int, in
     return time.perf_counter() - start, sum(lengths) / len(lengths)
 
 
+def newstest(args: argparse.Namespace) -> None:
+    """Decode a newstest2014-sized input as the evaluate stage does: 3003 sentences with WMT-like lengths
+    (log-normal around 27 subwords), batched by source tokens (decode.batch_tokens), beam 4, alpha 0.6, max length
+    input + 50, outputs as long as their inputs; base at paper scale, bf16 autocast on a GPU. Prints its seconds."""
+    import math
+
+    gen = torch.Generator().manual_seed(1)
+    lengths = torch.empty(args.sentences).log_normal_(math.log(27.0), 0.5, generator=gen).clamp(3, 150).int()
+    sources = [torch.randint(4, args.vocab, (int(n),), generator=gen).tolist() + [EOS] for n in lengths]
+    torch.manual_seed(0)
+    net = Transformer(ModelConfig(dropout=0.0, **SHAPES[args.shape]), args.vocab, PAD).eval().to(args.device)
+    model = FixedLength(net, args.extra)
+    amp = torch.autocast("cuda", dtype=torch.bfloat16, enabled=args.device.startswith("cuda"))
+    batches = batch_by_length([len(s) for s in sources], args.batch_tokens)
+
+    def run(subset: list[list[int]]) -> tuple[float, int]:
+        start, tokens = time.perf_counter(), 0
+        with torch.inference_mode(), amp:
+            for batch in subset:
+                src = pad_batch([sources[i] for i in batch], PAD, args.device)
+                hyps = beam_search(model, src, beam_size=args.beam_size, alpha=0.6, max_len_b=50, bos_id=BOS,
+                                   eos_id=EOS, pad_id=PAD)
+                tokens += sum(len(h[0].tokens) for h in hyps)
+        return time.perf_counter() - start, tokens
+
+    run(batches[:2])  # warm-up
+    seconds, tokens = run(batches)
+    print(f"newstest-size input: {len(sources)} sentences ({int(lengths.sum())} source tokens) in {len(batches)} "
+          f"batches of <= {args.batch_tokens} tokens, {args.shape} on {args.device}: {seconds:.1f} s, "
+          f"{len(sources) / seconds:.1f} sentences/s, {tokens / seconds:.0f} output tokens/s")
+    print(f"RESULT decode_newstest_sentences_per_s {len(sources) / seconds:.2f}")
+    print(f"RESULT decode_newstest_s {seconds:.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--shape", choices=sorted(SHAPES), default="small")
@@ -74,11 +108,18 @@ def main() -> None:
     parser.add_argument("--src-len", type=int, default=25, help="mean source length")
     parser.add_argument("--extra", type=int, default=5, help="output length = source length + extra")
     parser.add_argument("--device", default="cpu", help="the measurement is specified on cpu; cuda for reference")
+    parser.add_argument("--newstest", action="store_true",
+                        help="instead: seconds to decode a newstest2014-sized input (3003 sentences; use with "
+                             "--shape base --vocab 37000 --device cuda, as bench/gpu_check.sh does)")
+    parser.add_argument("--sentences", type=int, default=3003, help="with --newstest")
+    parser.add_argument("--batch-tokens", type=int, default=4096, help="with --newstest: decode.batch_tokens")
     parser.add_argument("--threads", type=int, default=1,
                         help="intra-op threads; 1 by default: on shared cores, thread barriers dominate small ops")
     args = parser.parse_args()
 
     torch.set_num_threads(args.threads)
+    if args.newstest:
+        return newstest(args)
     torch.manual_seed(0)
     net = Transformer(ModelConfig(dropout=0.0, **SHAPES[args.shape]), args.vocab, PAD).eval().to(args.device)
     model = FixedLength(net, args.extra)

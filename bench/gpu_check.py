@@ -18,6 +18,7 @@ import torch
 
 from aiayn.flops import training_flops
 from aiayn.model import ModelConfig, Transformer
+from aiayn.train.chunked_loss import chunked_label_smoothed_nll_loss
 from aiayn.train.loss import label_smoothed_nll_loss
 from aiayn.train.mfu import peak_flops
 from aiayn.train.schedule import inverse_sqrt_lr
@@ -64,9 +65,62 @@ def matmul_tflops(device: torch.device) -> float | None:
     return 10 * 2 * 8192**3 / (time.perf_counter() - t0) / 1e12
 
 
+KINDS = (  # kernel name fragments per kind, for the profile's shares (cuBLAS/CUTLASS GEMMs, fused attention)
+    ("matmul", ("gemm", "cutlass", "matmul", "sm90_xmma", "sm80_xmma", "wgmma")),
+    ("attention", ("flash", "fmha", "attention", "attn")),
+    ("optimizer", ("adam", "multi_tensor")),
+)
+
+
+def kind_of(kernel: str) -> str:
+    name = kernel.lower()
+    return next((kind for kind, parts in KINDS if any(p in name for p in parts)), "elementwise/other")
+
+
+def profile_steps(step, steps: int, device: torch.device, path: str) -> None:
+    """torch.profiler over `steps` training steps: the top kernels (or CPU ops) by self time, written to `path`,
+    and the step's time split into matmul, attention, optimizer, elementwise/other kernels and idle (launch gaps
+    and host work while the GPU waits)."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    cuda = device.type == "cuda"
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    if cuda:
+        torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    with profile(activities=activities) as prof:
+        for i in range(steps):
+            step(i)
+        if cuda:
+            torch.cuda.synchronize()
+    wall_us = (time.perf_counter() - t0) * 1e6
+    events = prof.key_averages()
+    sort = "self_device_time_total" if cuda else "self_cpu_time_total"
+    lines = [f"torch.profiler over {steps} steps ({wall_us / steps / 1e3:.1f} ms a step, profiler on)", ""]
+    if cuda:
+        kernels = [e for e in events if e.device_type == DeviceType.CUDA and e.self_device_time_total > 0]
+        busy = sum(e.self_device_time_total for e in kernels)
+        shares: dict[str, float] = {}
+        for e in kernels:
+            shares[kind_of(e.key)] = shares.get(kind_of(e.key), 0.0) + e.self_device_time_total
+        shares["idle (GPU waiting)"] = max(0.0, wall_us - busy)
+        lines += [f"{kind:22s} {us / steps / 1e3:8.2f} ms a step  {us / wall_us:6.1%}" for kind, us in
+                  sorted(shares.items(), key=lambda kv: -kv[1])]
+        top = sorted(kernels, key=lambda e: -e.self_device_time_total)[:25]
+        lines += ["", "top kernels by GPU time (kind, ms a step, share of the step, calls a step, name):"]
+        lines += [f"{kind_of(e.key):18s} {e.self_device_time_total / steps / 1e3:8.3f} "
+                  f"{e.self_device_time_total / wall_us:6.1%} {e.count // steps:5d}  {e.key[:110]}" for e in top]
+    lines += ["", events.table(sort_by=sort, row_limit=30, max_name_column_width=60)]
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines[:12]))
+
+
 def train_steps(shape: dict, batches: list[dict], steps: int, warmup: int, device: torch.device,
-                compile_model: bool) -> dict:
-    """Train `steps` steps after `warmup` untimed ones; return seconds per step, tokens and counted FLOPs."""
+                compile_model: bool, profile: str | None = None, loss_chunk: int = 0) -> dict:
+    """Train `steps` steps after `warmup` untimed ones; return seconds per step, tokens and counted FLOPs; with
+    `profile`, then profile three more steps into that file."""
     torch.manual_seed(0)
     dims = {k: shape[k] for k in ("n_layers", "d_model", "d_ff", "n_heads", "d_k", "d_v", "dropout")}
     model = Transformer(ModelConfig(max_positions=256, **dims), shape["vocab"], PAD).to(device)
@@ -78,22 +132,33 @@ def train_steps(shape: dict, batches: list[dict], steps: int, warmup: int, devic
                                                                                                      enabled=False)
     tokens = flops = 0.0
     loss_sum = torch.zeros((), device=device)
+
+    def step(i: int) -> torch.Tensor:
+        batch = batches[i % len(batches)]
+        with amp:
+            if loss_chunk:  # train.loss_chunk_tokens: the logits never whole (aiayn.train.chunked_loss)
+                states = model.features(batch["src"], batch["tgt_in"])  # (B, T, D)
+                loss, _ = chunked_label_smoothed_nll_loss(states, model.output_weight, batch["tgt_out"], 0.1, PAD,
+                                                          loss_chunk)
+            else:
+                logits = forward(batch["src"], batch["tgt_in"])  # (B, T, V)
+                loss, _ = label_smoothed_nll_loss(logits, batch["tgt_out"], 0.1, PAD)
+        (loss / batch["tokens"]).backward()
+        optimizer.step()
+        schedule.step()
+        optimizer.zero_grad(set_to_none=True)
+        return loss.detach() / batch["tokens"]
+
     for i in range(warmup + steps):
         if i == warmup:
             if device.type == "cuda":
                 torch.cuda.synchronize()
                 torch.cuda.reset_peak_memory_stats()
             t0 = time.perf_counter()
-        batch = batches[i % len(batches)]
-        with amp:
-            logits = forward(batch["src"], batch["tgt_in"])  # (B, T, V)
-            loss, _ = label_smoothed_nll_loss(logits, batch["tgt_out"], 0.1, PAD)
-        (loss / batch["tokens"]).backward()
-        optimizer.step()
-        schedule.step()
-        optimizer.zero_grad(set_to_none=True)
+        loss = step(i)
         if i >= warmup:
-            loss_sum += loss.detach() / batch["tokens"]  # on the device: no sync inside the timed loop
+            batch = batches[i % len(batches)]
+            loss_sum += loss  # on the device: no sync inside the timed loop
             tokens += 2 * batch["tokens"]
             flops += training_flops(dims, shape["vocab"], batch["tokens"], batch["tokens"], batch["length"],
                                     batch["length"])
@@ -103,6 +168,8 @@ def train_steps(shape: dict, batches: list[dict], steps: int, warmup: int, devic
     mean_loss = float(loss_sum) / steps
     if not math.isfinite(mean_loss):
         raise FloatingPointError(f"non-finite training loss ({mean_loss})")
+    if profile:
+        profile_steps(step, 3, device, profile)
     return dict(s_per_step=seconds / steps, tokens=tokens, flops=flops, seconds=seconds, loss=mean_loss)
 
 
@@ -113,16 +180,22 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--batch-tokens", type=int, default=25_000, help="per side per step (paper: 25000)")
     parser.add_argument("--compile", action="store_true", help="torch.compile the model")
+    parser.add_argument("--loss-chunk-tokens", type=int, default=0,
+                        help="train.loss_chunk_tokens: projection + loss in chunks (eager only; 0: whole logits)")
+    parser.add_argument("--profile", default=None, help="after timing, write a torch.profiler table of 3 steps here")
     args = parser.parse_args()
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     torch.backends.cuda.matmul.allow_tf32 = True
     shape = SHAPES[args.shape]
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
-    tag = f"{args.shape}{'_compiled' if args.compile else ''}"
+    if args.compile and args.loss_chunk_tokens:
+        parser.error("--loss-chunk-tokens runs eager (the compiled module's forward returns logits)")
+    tag = f"{args.shape}{'_compiled' if args.compile else ''}{'_chunked' if args.loss_chunk_tokens else ''}"
     print(f"device {name}, torch {torch.__version__}, shape {args.shape} {shape}, compile {args.compile}")
     batches = make_batches(args.batch_tokens if device.type == "cuda" else min(args.batch_tokens, 512),
                            shape["vocab"], device)
-    result = train_steps(shape, batches, args.steps, min(args.warmup, args.steps), device, args.compile)
+    result = train_steps(shape, batches, args.steps, min(args.warmup, args.steps), device, args.compile, args.profile,
+                         args.loss_chunk_tokens)
     rate = result["flops"] / result["seconds"]
     peak = peak_flops(name, "bf16-mixed")
     measured = matmul_tflops(device)

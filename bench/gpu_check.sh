@@ -1,23 +1,59 @@
 #!/usr/bin/env bash
-# One GPU check in under 8 minutes (one H200): base and big at the paper's batch in bf16 with fused attention and
-# fused Adam, then base with torch.compile. Needs only python3 with torch (and lightning, for the peak table);
-# nothing is installed. Prints RESULT lines; the headline (base MFU against the dense bf16 peak) comes last.
+# Every GPU check of the speed work in one run of under 9 minutes (one H200): base and big at the paper's batch in
+# bf16 with fused attention and fused Adam (base eager, with torch.compile, and with the chunked output projection +
+# loss of train.loss_chunk_tokens), a torch.profiler table of one base
+# step (top kernels; matmul vs elementwise vs idle), and decoding a newstest2014-sized input (3003 sentences, beam
+# 4, alpha 0.6, max length + 50) with base. Needs only python3 with torch (lightning for the peak table); nothing
+# is installed. The measured MFUs are written into src/aiayn/devices.yaml (the table `python -m aiayn.plan` reads)
+# and, when $OUT is set, copied there with the raw logs.
+# Prints RESULT mfu_base, mfu_big, decode_newstest_s and, last, mfu_base again (the headline).
 # Usage: bash bench/gpu_check.sh            CPU dry run: bash bench/gpu_check.sh --dry-run
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
 PY="${PYTHON:-python3}"
+LOG="${OUT:-/tmp}/gpu_check"
+mkdir -p "$LOG"
 "$PY" -c "import torch, lightning; print('torch', torch.__version__, 'cuda', torch.cuda.is_available())"
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 
+result() {  # the value of "RESULT <name> <value>" in a log, or nothing
+  { grep -E "^RESULT $2 " "$1" 2>/dev/null || true; } | tail -1 | awk '{print $3}'
+}
+
+# --dry-run: the same flow on CPU with tiny shapes and a few steps, recording into a copy of the table
+BIG=big BASE=base STEPS=300 BIG_STEPS=200 CHUNK_STEPS=200 WARMUP=20 DECODE="--shape base --vocab 37000 --device cuda"
+TABLE=src/aiayn/devices.yaml
 if [[ "${1:-}" == "--dry-run" ]]; then
-  timeout 300 "$PY" bench/gpu_check.py --shape tiny --steps 2 --warmup 1
-  exit 0
+  BIG=tiny BASE=tiny STEPS=2 BIG_STEPS=2 CHUNK_STEPS=2 WARMUP=1 DECODE="--shape small --vocab 1000 --sentences 16"
+  TABLE="$LOG/devices.yaml"; cp src/aiayn/devices.yaml "$TABLE"
 fi
-# Budget (s): base ~60, big ~150, compiled base ~180 (compilation included); each has its own time limit.
-timeout 120 "$PY" bench/gpu_check.py --shape big --steps 200 --warmup 10 | tee /tmp/gpu_check_big.txt \
+# Time limits (s), 560 in all: big 120, compiled base 180 (compilation included), eager base + profile 90, base
+# with the chunked loss 80, decoding 90.
+timeout 120 "$PY" bench/gpu_check.py --shape $BIG --steps $BIG_STEPS --warmup $WARMUP | tee "$LOG/big.txt" \
   || echo "big run failed or timed out; base results follow"
-timeout 200 "$PY" bench/gpu_check.py --shape base --steps 300 --warmup 20 --compile \
-  | tee /tmp/gpu_check_compiled.txt || echo "compiled run failed or timed out (optional); eager results stand"
-timeout 90 "$PY" bench/gpu_check.py --shape base --steps 300 --warmup 20 | tee /tmp/gpu_check_base.txt \
-  || { echo "eager base run failed or timed out"; exit 1; }
+timeout 180 "$PY" bench/gpu_check.py --shape $BASE --steps $STEPS --warmup $WARMUP --compile \
+  | tee "$LOG/base_compiled.txt" || echo "compiled run failed or timed out (optional); eager results stand"
+timeout 90 "$PY" bench/gpu_check.py --shape $BASE --steps $STEPS --warmup $WARMUP --profile "$LOG/profile_base.txt" \
+  | tee "$LOG/base.txt" || { echo "eager base run failed or timed out"; exit 1; }
+timeout 80 "$PY" bench/gpu_check.py --shape $BASE --steps $CHUNK_STEPS --warmup $WARMUP --loss-chunk-tokens 8192 \
+  | tee "$LOG/base_chunked.txt" || echo "chunked-loss run failed or timed out"
+timeout 90 "$PY" bench/decode_speed.py --newstest $DECODE --extra 0 --batch-tokens 4096 | tee "$LOG/decode.txt" \
+  || echo "decoding run failed or timed out"
+
+eager=$(result "$LOG/base.txt" ${BASE}_mfu); compiled=$(result "$LOG/base_compiled.txt" ${BASE}_compiled_mfu)
+chunked=$(result "$LOG/base_chunked.txt" ${BASE}_chunked_mfu)
+big=$(result "$LOG/big.txt" ${BIG}_mfu); decode=$(result "$LOG/decode.txt" decode_newstest_s)
+base=$("$PY" -c "import sys; v = [float(x) for x in sys.argv[1:] if x]; print(max(v) if v else '')" \
+  "$eager" "$compiled" "$chunked")
+name=$("$PY" -c "import torch; print(torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'cpu')")
+stamp="$(date +%Y-%m-%d), bench/gpu_check.sh (bf16, paper batch, $("$PY" -c 'import torch; print(torch.__version__)'))"
+if [[ -n "$base" ]]; then "$PY" -m aiayn.devices "$name" base "$base" "$stamp" "$TABLE"; else echo "base MFU not recorded"; fi
+if [[ -n "$big" ]]; then "$PY" -m aiayn.devices "$name" big "$big" "$stamp (eager)" "$TABLE"; else echo "big MFU not recorded"; fi
+if [[ -n "${OUT:-}" ]]; then cp "$TABLE" "$OUT/devices.yaml"; fi
+echo "base MFU: eager ${eager:-?}, compiled ${compiled:-?}, chunked loss ${chunked:-?}; profile of one base step: $LOG/profile_base.txt"
+head -40 "$LOG/profile_base.txt" 2>/dev/null || true
+echo "RESULT mfu_base ${base:-nan}"
+echo "RESULT mfu_big ${big:-nan}"
+echo "RESULT decode_newstest_s ${decode:-nan}"
+echo "RESULT mfu_base ${base:-nan}"

@@ -1,9 +1,13 @@
 """What Lightning costs per training step: our TranslationModule in a Lightning Trainer against a plain PyTorch loop.
 
 Both train the same tiny Transformer from the same weights on the same batches, with the module's own loss,
-optimizer, schedule and gradient-norm computation; rounds alternate plain / Lightning so machine load hurts both
-alike. Trainer start-up is excluded: a callback times the steps after `--warmup`. Headline: plain step time over
-Lightning step time (1.0 = free; target >= 0.95).
+optimizer, schedule and gradient-norm computation. Trainer start-up is excluded. Noise-robust on shared 2-core
+machines, where the speed of the whole machine drifts by a third within seconds: the two are measured step by
+step in turn, the plain loop's step run from a callback between two Lightning steps, so each pair of steps sees
+the same machine. A Lightning step is the interval between two `on_train_batch_start` stamps (everything the
+Trainer does between batches falls inside it) less the plain step run in that interval. The headline is the
+median over all steps of the paired ratio plain / Lightning; each round is a fresh Trainer and module, and the
+rounds' medians are printed too (their spread says how noisy the machine was). 1.0 = free; target >= 0.95.
 Run: python bench/lightning_overhead.py [--steps N] [--rounds R] [--warmup W]
 """
 from __future__ import annotations
@@ -42,64 +46,84 @@ def new_module() -> TranslationModule:
     return TranslationModule(model=MODEL, train=dataclasses.asdict(TrainConfig()), vocab_size=VOCAB, pad_id=PAD)
 
 
-def plain_loop(batches: list[dict], warmup: int) -> float:
-    """Seconds per step after `warmup` steps of a hand-written loop doing the module's work."""
-    module = new_module()
-    setup = module.configure_optimizers()
-    optimizer, schedule = setup["optimizer"], setup["lr_scheduler"]["scheduler"]
-    module.train()
-    for i, batch in enumerate(batches):
-        if i == warmup:
-            t0 = time.perf_counter()
-        optimizer.zero_grad(set_to_none=True)
-        loss_sum, _ = module._losses(batch, module.train_cfg["label_smoothing"])
+class PlainLoop:
+    """A hand-written loop doing the module's work on its own copy of the module, one step per call."""
+
+    def __init__(self) -> None:
+        self.module = new_module()
+        setup = self.module.configure_optimizers()
+        self.optimizer, self.schedule = setup["optimizer"], setup["lr_scheduler"]["scheduler"]
+        self.module.train()
+
+    def step(self, batch: dict) -> float:
+        """One training step; its seconds."""
+        t0 = time.perf_counter()
+        self.optimizer.zero_grad(set_to_none=True)
+        loss_sum, _ = self.module._losses(batch, self.module.train_cfg["label_smoothing"])
         (loss_sum / batch["n_tgt_tokens"]).backward()
-        grads = [p.grad for p in module.parameters() if p.grad is not None]
+        grads = [p.grad for p in self.module.parameters() if p.grad is not None]
         torch.nn.utils.get_total_norm(grads)  # the module checks it every step (non-finite gradients)
-        optimizer.step()
-        schedule.step()
-    return (time.perf_counter() - t0) / (len(batches) - warmup)
+        self.optimizer.step()
+        self.schedule.step()
+        return time.perf_counter() - t0
 
 
-class StepTimer(L.Callback):
-    def __init__(self, warmup: int) -> None:
-        self.warmup, self.t0, self.t1 = warmup, 0.0, 0.0
+class Paired(L.Callback):
+    """After each Lightning step past `warmup`, one plain step on the same batch; both durations recorded."""
+
+    def __init__(self, batches: list[dict], warmup: int) -> None:
+        self.batches, self.warmup, self.plain = batches, warmup, PlainLoop()
+        self.starts: list[float] = []
+        self.plain_s: list[float] = []
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
-        if batch_idx == self.warmup:
-            self.t0 = time.perf_counter()
+        if batch_idx > self.warmup:
+            self.starts.append(time.perf_counter())
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        self.t1 = time.perf_counter()
+        seconds = self.plain.step(self.batches[batch_idx])  # warm-up steps too, so both loops warm alike
+        if batch_idx > self.warmup:
+            self.plain_s.append(seconds)
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        self.starts.append(time.perf_counter())
+
+    def pairs(self) -> list[tuple[float, float]]:
+        """(plain, Lightning) seconds of each measured step."""
+        intervals = [b - a for a, b in zip(self.starts, self.starts[1:])]
+        return [(p, interval - p) for p, interval in zip(self.plain_s, intervals)]
 
 
-def lightning_loop(batches: list[dict], warmup: int) -> float:
-    """Seconds per step after `warmup` steps of TranslationModule in a Trainer set up as the train stage does."""
-    timer = StepTimer(warmup)
+def paired_round(batches: list[dict], warmup: int) -> list[tuple[float, float]]:
+    """One fresh Trainer, set up as the train stage sets it up, with a plain step paired to each of its steps."""
+    paired = Paired(batches, warmup)
     trainer = L.Trainer(accelerator="cpu", devices=1, max_steps=len(batches), logger=False,
                         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-                        log_every_n_steps=50, num_sanity_val_steps=0, callbacks=[timer])
+                        log_every_n_steps=50, num_sanity_val_steps=0, callbacks=[paired])
     trainer.fit(new_module(), train_dataloaders=DataLoader(batches, batch_size=None))
-    return (timer.t1 - timer.t0) / (len(batches) - warmup)
+    return paired.pairs()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=60)
+    parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=10)
     args = parser.parse_args()
     warnings.filterwarnings("ignore")  # Lightning's hints about workers and logging intervals
-    batches = make_batches(args.steps + args.warmup)
-    plain, light = [], []
+    batches = make_batches(args.steps + args.warmup + 1)
+    pairs, round_ratios = [], []
     for r in range(args.rounds):
-        plain.append(plain_loop(batches, args.warmup))
-        light.append(lightning_loop(batches, args.warmup))
-        print(f"round {r}: plain {plain[-1] * 1e3:.2f} ms/step, lightning {light[-1] * 1e3:.2f} ms/step")
-    p, lt = statistics.median(plain), statistics.median(light)
-    print(f"RESULT plain_ms_per_step {p * 1e3:.3f}")
-    print(f"RESULT lightning_ms_per_step {lt * 1e3:.3f}")
-    print(f"RESULT lightning_overhead_ratio {p / lt:.3f}")
+        got = paired_round(batches, args.warmup)
+        pairs += got
+        round_ratios.append(statistics.median(p / lt for p, lt in got))
+        print(f"round {r}: plain {statistics.median(p for p, _ in got) * 1e3:.2f} ms/step, lightning "
+              f"{statistics.median(lt for _, lt in got) * 1e3:.2f} ms/step, paired ratio {round_ratios[-1]:.3f}")
+    print(f"RESULT plain_ms_per_step {statistics.median(p for p, _ in pairs) * 1e3:.3f}")
+    print(f"RESULT lightning_ms_per_step {statistics.median(lt for _, lt in pairs) * 1e3:.3f}")
+    print(f"RESULT lightning_overhead_round_min {min(round_ratios):.3f}")
+    print(f"RESULT lightning_overhead_round_max {max(round_ratios):.3f}")
+    print(f"RESULT lightning_overhead_ratio {statistics.median(p / lt for p, lt in pairs):.3f}")
 
 
 if __name__ == "__main__":

@@ -52,3 +52,23 @@ def test_bf16_autocast_training_step_is_finite(make_model, tokens):
     loss.backward()
     assert torch.isfinite(loss) and torch.isfinite(nll)
     assert all(torch.isfinite(p.grad).all() for p in model.parameters())
+
+
+def test_chunked_loss_on_gpu_under_bf16_is_as_accurate_as_the_plain_loss():
+    import torch.nn.functional as F
+
+    from aiayn.train.chunked_loss import chunked_label_smoothed_nll_loss
+
+    g = torch.Generator().manual_seed(0)
+    hidden = torch.randn(512, 64, generator=g).cuda().requires_grad_()
+    weight = (torch.randn(3000, 64, generator=g) * 0.125).cuda().requires_grad_()
+    target = torch.randint(1, 3000, (512,), generator=g).cuda()
+    truth, _ = label_smoothed_nll_loss(F.linear(hidden.double(), weight.double()), target, 0.1, PAD)
+    true_grads = torch.autograd.grad(truth, (hidden, weight))
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        plain, _ = label_smoothed_nll_loss(F.linear(hidden, weight), target, 0.1, PAD)
+        chunked, _ = chunked_label_smoothed_nll_loss(hidden, weight, target, 0.1, PAD, 100)
+    for c, p, t in zip(torch.autograd.grad(chunked, (hidden, weight)), torch.autograd.grad(plain, (hidden, weight)),
+                       true_grads):
+        assert (c - t).norm() <= 1.5 * (p - t).norm() + 1e-6 * t.norm()
+    assert abs(chunked - truth) <= 1.5 * abs(plain - truth) + 1e-3 * abs(truth)

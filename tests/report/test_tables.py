@@ -80,6 +80,7 @@ def test_table2_rows(fabricated):
     assert ours[0]["paper_bleu"] == 27.3 and ours[0]["paper_train_flops"] == 3.3e18
     assert table2_metrics(rows) == {"base": {"test_bleu": ours[0]["bleu_mean"], "test_bleu_tok": ours[0]["bleu_tok_mean"]}}
     assert ours[0]["train_flops_estimated"] == 2.0 * 1 * 1e9  # wall time x devices x rate
+    assert ours[0]["device_hours"] == pytest.approx(2.0 / 3600) and ours[0]["devices"] == "1x cpu"
     assert ours[0]["train_flops_counted"] > 0 and ours[0]["bleu_ci95_low"] is not None
     paper = {r["system"]: r for r in rows if r["source"] == "paper"}
     assert "Deep-Att + PosUnk" not in paper  # no EN-DE number in the paper
@@ -110,6 +111,8 @@ def test_aggregate_writes_every_output(fabricated):
     tex = (out / "table3.tex").read_text()
     assert r"\toprule" in tex and r"\bottomrule" in tex and r"$\pm$" in tex
     assert "3.3e+18" in (out / "table2.md").read_text()
+    assert "| device-hours (measured) |" in (out / "table2.md").read_text()
+    assert "| 0.000556 (1x cpu) |" in (out / "table2.md").read_text()  # 2 s of one CPU per run
     assert "sacreBLEU signature of dev BLEU: dev-sig." in md  # beside the scores it produced
     assert "sacreBLEU signature of test BLEU (sacre): sig." in (out / "table2.md").read_text()
 

@@ -160,6 +160,9 @@ class TrainConfig:
     # that resumes; null: as many as the row averages (row.average_last; none when it averages nothing).
     keep_last: Optional[int] = observed(None)
     compile: bool = observed(False)  # torch.compile the model (GPU runs): the same function, faster
+    # 0 = off; K: the output projection and the loss K target tokens at a time, the whole (N, V) logits never in
+    # memory (aiayn.train.chunked_loss): the same function within float rounding, for large vocabularies and batches
+    loss_chunk_tokens: int = observed(0)
     fused_adam: bool = observed(True)  # torch's fused Adam kernel where the device supports it (CUDA and CPU)
     num_workers: int = observed(0)
     resume: bool = observed(True)  # continue from checkpoints/last.ckpt when its config matches

@@ -8,6 +8,7 @@ L cached target positions, D = d_model, V vocabulary size.
 """
 from __future__ import annotations
 
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from aiayn.config.schema import ModelConfig, choices
@@ -85,6 +86,11 @@ class Transformer(nn.Module):
         With a cache and tgt_mask None, the new tokens attend to every cached position and causally
         among themselves; a given tgt_mask must then be (B or 1, 1, T, L + T).
         """
+        return F.linear(self.decoder_states(tgt_in, memory, src_mask, tgt_mask, cache), self.output_weight)
+
+    def decoder_states(self, tgt_in: Tensor, memory: Tensor, src_mask: Tensor | None, tgt_mask: Tensor | None,
+                       cache: KVCache | None = None) -> Tensor:
+        """The decoder's output (B, T, D) before the pre-softmax projection; `decode` without its last step."""
         offset = 0 if cache is None else cache.length
         x = self._embed(self.embedding, tgt_in, offset)
         rotary = self.positions.rotary(tgt_in.size(1), offset)
@@ -92,15 +98,22 @@ class Transformer(nn.Module):
             tgt_mask = offset_causal_mask(tgt_in.size(1), offset, tgt_in.device)  # (1, 1, T, L + T)
         for index, layer in enumerate(self.decoder):
             x = layer(x, memory, src_mask, tgt_mask, cache, index, rotary)
-        if self.decoder_norm is not None:
-            x = self.decoder_norm(x)
-        return (self.embedding if self.output is None else self.output).project(x)  # (B, T, V)
+        return x if self.decoder_norm is None else self.decoder_norm(x)
+
+    @property
+    def output_weight(self) -> Tensor:
+        """The pre-softmax linear transformation's weight (V, D): the shared embedding unless untied."""
+        return (self.embedding if self.output is None else self.output).weight
 
     def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
         """Teacher-forced logits (B, T, V) for src (B, S) and tgt_in (B, T), masks built from pad_id."""
+        return F.linear(self.features(src, tgt_in), self.output_weight)
+
+    def features(self, src: Tensor, tgt_in: Tensor) -> Tensor:
+        """Teacher-forced decoder states (B, T, D), before the output projection (for the chunked loss)."""
         s_mask = src_mask(src, self.pad_id)
         memory = self.encode(src, s_mask)
-        return self.decode(tgt_in, memory, s_mask, tgt_mask(tgt_in, self.pad_id))
+        return self.decoder_states(tgt_in, memory, s_mask, tgt_mask(tgt_in, self.pad_id))
 
     def num_parameters(self) -> int:
         """Trainable parameters, a shared embedding counted once."""

@@ -32,7 +32,8 @@ COLUMNS: tuple[Column, ...] = (
     Column("FLOPs (time×devices×rate)", ("train_flops_estimated",), lambda r: sci(r["train_flops_estimated"])),
     Column("FLOPs (counted)", ("train_flops_counted",), lambda r: sci(r["train_flops_counted"])),
     Column("paper FLOPs", ("paper_train_flops",), lambda r: sci(r["paper_train_flops"])),
-    Column(None, ("wall_time_s", "devices")),
+    Column("device-hours (measured)", ("device_hours", "devices"), lambda r: device_hours_cell(r)),
+    Column(None, ("wall_time_s",)),
 )
 KEYS = csv_columns(COLUMNS)
 
@@ -50,6 +51,23 @@ def estimated_flops(train: Mapping[str, Any], sustained_flops_per_device: float)
     if train.get("wall_time_s") is None or not device.get("count"):
         return None
     return float(train["wall_time_s"]) * int(device["count"]) * sustained_flops_per_device
+
+
+def device_hours(train: Mapping[str, Any]) -> float | None:
+    """What one training run cost as measured: its wall time x the devices it held, in hours."""
+    device = train.get("device") or {}
+    if train.get("wall_time_s") is None or not device.get("count"):
+        return None
+    return float(train["wall_time_s"]) * int(device["count"]) / 3600
+
+
+def device_hours_cell(row: Mapping[str, Any]) -> str:
+    """"0.0062 (1x cpu)": device-hours per run (mean over seeds) and what ran them."""
+    if row.get("device_hours") is None:
+        return DASH
+    hours = row["device_hours"]
+    shown = f"{hours:.2f}" if hours >= 10 else f"{hours:.3g}"
+    return f"{shown} ({row['devices']})" if row.get("devices") else shown
 
 
 def counted_flops(rec: RunRecord, lengths: tuple[float, float]) -> float | None:
@@ -71,6 +89,7 @@ def _ours(name: str, pair: str, recs: Sequence[RunRecord], sustained: float, len
     est = mean_ci(v for r in recs if (v := estimated_flops(r.train, sustained)) is not None)
     counted = mean_ci(v for r in recs if (v := counted_flops(r, lengths)) is not None)
     wall = mean_ci(float(r.train["wall_time_s"]) for r in recs if r.train.get("wall_time_s") is not None)
+    hours = mean_ci(v for r in recs if (v := device_hours(r.train)) is not None)
     devices = sorted({f"{d.get('count')}x {d.get('name')}" for r in recs if (d := r.train.get("device"))})
     ref = (row_settings(recs).get("paper") or {}).get("table2")
     paper_bleu, paper_cost = paper_bleu_and_cost(ref, pair) if ref else (None, None)
@@ -78,7 +97,7 @@ def _ours(name: str, pair: str, recs: Sequence[RunRecord], sustained: float, len
                 bleu_mean=bleu.mean, bleu_ci95_low=bleu.low, bleu_ci95_high=bleu.high,
                 bleu_tok_mean=tok.mean, bleu_tok_ci95_low=tok.low, bleu_tok_ci95_high=tok.high,
                 paper_bleu=paper_bleu, train_flops_estimated=est.mean, train_flops_counted=counted.mean,
-                paper_train_flops=paper_cost, wall_time_s=wall.mean, devices=", ".join(devices) or None)
+                paper_train_flops=paper_cost, device_hours=hours.mean, wall_time_s=wall.mean, devices=", ".join(devices) or None)
 
 
 def build_table2(records: Sequence[RunRecord], lengths: tuple[float, float],
@@ -126,6 +145,8 @@ def write_table2(rows: Sequence[dict[str, Any]], out_dir: Path, context: Mapping
         f"{context.get('sustained_flops_per_device', P100_SUSTAINED_FLOPS):.2g} FLOP/s (the paper's P100 "
         "estimate, whatever device actually ran). FLOPs (counted) is 3 × forward matmul FLOPs per token × tokens "
         f"seen (aiayn.flops), with attention at average sentence lengths {context.get('lengths', DASH)}. "
+        "device-hours (measured) is one training run's wall time × the devices it held (mean over seeds), with "
+        "what ran it; `python -m aiayn.plan` predicts it before a run. "
         "At a reduced scale the absolute numbers are not comparable with the paper's.\n\n"
         f"sacreBLEU signature of test BLEU (sacre): {context.get('test_signature') or DASH}.\n"
     )

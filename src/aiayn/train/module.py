@@ -11,6 +11,7 @@ import lightning as L
 import torch
 
 from aiayn.model import ModelConfig, Transformer
+from aiayn.train.chunked_loss import chunked_label_smoothed_nll_loss
 from aiayn.train.loss import label_smoothed_nll_loss
 from aiayn.train.schedule import inverse_sqrt_lr
 
@@ -29,6 +30,11 @@ class TranslationModule(L.LightningModule):
         self.register_buffer("first_bad_step", torch.tensor(-1, dtype=torch.long), persistent=False)
 
     def _losses(self, batch: dict[str, torch.Tensor], epsilon: float) -> tuple[torch.Tensor, torch.Tensor]:
+        chunk = int(self.train_cfg.get("loss_chunk_tokens") or 0)
+        if chunk:  # the same loss without the whole (B, T, V) logits in memory (aiayn.train.chunked_loss)
+            states = self.model.features(batch["src"], batch["tgt_in"])  # (B, T, D)
+            return chunked_label_smoothed_nll_loss(states, self.model.output_weight, batch["tgt_out"], epsilon,
+                                                   self.pad_id, chunk)
         logits = self.model(batch["src"], batch["tgt_in"])  # (B, T, V)
         return label_smoothed_nll_loss(logits, batch["tgt_out"], epsilon, self.pad_id)
 

@@ -1,0 +1,217 @@
+"""What a configured pipeline will cost before anything is launched: counted FLOPs and device-hours per row.
+
+    python -m aiayn.plan                                  # params.yaml as dvc repro would run it
+    python -m aiayn.plan -S scale=paper -S data=wmt14_en_de --device H200
+    python -m aiayn.plan -S scale=paper -S 'rows=[base,big]' -S train.max_steps=50000 --device A100
+
+For every row and its seeds: training FLOPs (aiayn.flops: 3 x forward, at the scale's steps and batch, attention at
+the corpus's average sentence lengths) and decoding FLOPs (beam search over dev, and test for Table 2 rows), then
+hours on the device from the measured speed per device and model size in aiayn/devices.yaml (which
+bench/gpu_check.sh updates on a GPU; an unmeasured entry is printed as an estimate). Counted FLOPs are exact
+for the configured shapes; hours are as good as the speed entry behind them.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from aiayn.config.params import read_overrides, seeds_per_row
+from aiayn.devices import load as device_table
+from aiayn.flops import MODEL_KEYS, forward_flops_per_token, training_flops
+
+# Average subword tokens per sentence (source, target) and dev/test sizes when the corpus is not yet fetched:
+# WMT14 from its BPE at 37k (~27 per sentence, the issue's estimate), Multi30k captions at 8k, the synthetic tiny.
+CORPORA = {
+    "wmt14_en_de": dict(lengths=(27.0, 28.0), dev=3000, test=3003),
+    "wmt14_en_fr": dict(lengths=(29.0, 32.0), dev=3000, test=3003),
+    "local": dict(lengths=(14.0, 15.0), dev=1014, test=1000),
+    "synthetic": dict(lengths=(17.7, 17.2), dev=300, test=300),
+}
+SIZES = {"base": dict(n_layers=6, d_model=512, d_ff=2048, n_heads=8, d_k=64, d_v=64),
+         "big": dict(n_layers=6, d_model=1024, d_ff=4096, n_heads=16, d_k=64, d_v=64)}
+
+
+def corpus(data: str, vocab: int, bpe_dir: Path) -> dict[str, Any]:
+    """Average lengths and dev/test sizes: measured from data/bpe/stats.json when the bpe stage has run on this
+    corpus and vocabulary, else the estimates above."""
+    stats, raw = Path(bpe_dir) / "stats.json", Path(bpe_dir).parent / "raw" / "stats.json"
+    fetched = raw.is_file() and yaml.safe_load(raw.read_text(encoding="utf-8")).get("source") == data
+    encoded = stats.is_file() and yaml.safe_load(stats.read_text(encoding="utf-8")).get("vocab_size") == vocab
+    if fetched and encoded:
+        splits = yaml.safe_load(stats.read_text(encoding="utf-8"))["splits"]
+        train = splits["train"]
+        return dict(lengths=(train["src_tokens"] / train["n"], train["tgt_tokens"] / train["n"]),
+                    dev=splits["valid"]["n"], test=splits["test"]["n"], measured=True)
+    return {**CORPORA.get(data, CORPORA["local"]), "measured": False}
+
+
+@dataclass
+class Speed:
+    """A device's counted-FLOP rate for one model (FLOP/s), for training and decoding, and whether measured."""
+
+    train: float
+    decode: float
+    measured: bool
+    source: str
+
+
+def speed(device: str, model: dict[str, Any], vocab: int, lengths: tuple[float, float]) -> Speed:
+    """The rate for `model` on `device`: the MFU of the nearer of base and big by FLOPs per token (log-interpolated
+    between them) times the dense peak; CPU: its measured sustained rate."""
+    table = device_table()
+    if device not in table:
+        raise KeyError(f"--device {device!r} is not in aiayn/devices.yaml; known: {sorted(table)}")
+    entry = table[device]
+    if "sustained_tflops" in entry:
+        rate = entry["sustained_tflops"] * 1e12
+        return Speed(rate, rate, "measured" in entry, entry.get("measured", "estimate"))
+    per = {name: _per_token(dims, vocab, lengths) for name, dims in SIZES.items()}
+    x = math.log(_per_token(model, vocab, lengths))
+    lo, hi = math.log(per["base"]), math.log(per["big"])
+    t = min(1.0, max(0.0, (x - lo) / (hi - lo)))
+    mfu = entry["base"]["mfu"] + t * (entry["big"]["mfu"] - entry["base"]["mfu"])
+    measured = "measured" in entry["base"] and "measured" in entry["big"]
+    peak = entry["peak_tflops"] * 1e12
+    return Speed(mfu * peak, entry["decode_mfu"] * peak, measured,
+                 entry["base"].get("measured", "estimate") if measured else "estimate (not measured)")
+
+
+def _per_token(model: dict[str, Any], vocab: int, lengths: tuple[float, float]) -> float:
+    parts = forward_flops_per_token(**{k: int(model[k]) for k in MODEL_KEYS}, vocab_size=vocab,
+                                    src_len=lengths[0], tgt_len=lengths[1])
+    return parts["per_src_token"] + parts["per_tgt_token"]
+
+
+def decode_flops(model: dict[str, Any], vocab: int, lengths: tuple[float, float], sentences: int,
+                 beam: int) -> float:
+    """Beam search over `sentences`: the encoder once per sentence, the decoder once per output token and beam."""
+    parts = forward_flops_per_token(**{k: int(model[k]) for k in MODEL_KEYS}, vocab_size=vocab,
+                                    src_len=lengths[0], tgt_len=lengths[1])
+    return sentences * (lengths[0] * parts["per_src_token"] + beam * lengths[1] * parts["per_tgt_token"])
+
+
+def plan(params: dict[str, Any], device: str, bpe_dir: Path = Path("data/bpe")) -> dict[str, Any]:
+    """One record per row (its seeds, steps, FLOPs, hours) and the totals, for params.yaml's values."""
+    from aiayn.config import compose, prepare
+
+    groups = [f"{k}={params[k]}" for k in ("scale", "data", "trainer") if k in params]
+    overrides = _overrides(params)
+    seeds = _seeds(params)
+    records = []
+    for row in params["rows"]:
+        cfg = prepare(compose([*groups, f"row={row}", *overrides]))
+        model, vocab = {k: cfg.model[k] for k in MODEL_KEYS}, int(cfg.data.vocab_size)
+        data = corpus(cfg.data.name, vocab, bpe_dir)
+        lengths = data["lengths"]
+        tokens = cfg.train.max_steps * cfg.train.batch_tokens  # per side
+        train = training_flops(model, vocab, tokens, tokens, *lengths)
+        sentences = data["dev"] + (data["test"] if "table2" in cfg.row.tables else 0)
+        beam = cfg.decode.beam_size if cfg.decode.strategy == "beam" else 1
+        decode = decode_flops(model, vocab, lengths, sentences, beam)
+        rate = speed(device, model, vocab, lengths)
+        hours = train / rate.train / 3600 + decode / rate.decode / 3600
+        records.append(dict(row=row, seeds=len(seeds[row]), steps=int(cfg.train.max_steps),
+                            batch_tokens=int(cfg.train.batch_tokens), train_flops=train, decode_flops=decode,
+                            hours_per_run=hours, hours=hours * len(seeds[row]), speed=rate.source,
+                            measured=rate.measured, lengths=lengths, lengths_measured=data["measured"]))
+    # launcher=parallel runs a row's seeds side by side (the CPU rate above is one of three such processes):
+    # the wall time is then the sum over rows of the slowest seed, not the device-hours
+    wall = sum(r["hours_per_run"] if params.get("launcher", "parallel") == "parallel" else r["hours"]
+               for r in records)
+    return dict(device=device, records=records, hours=sum(r["hours"] for r in records), wall_hours=wall,
+                launcher=params.get("launcher", "parallel"),
+                flops=sum((r["train_flops"] + r["decode_flops"]) * r["seeds"] for r in records))
+
+
+def _overrides(params: dict[str, Any]) -> list[str]:
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+        yaml.safe_dump({k: params.get(k) or {} for k in ("model", "train", "decode")}, f)
+    try:
+        return read_overrides(f.name)
+    finally:
+        Path(f.name).unlink()
+
+
+def _seeds(params: dict[str, Any]) -> dict[str, list[int]]:
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+        yaml.safe_dump({k: params.get(k) for k in ("rows", "seeds", "extra_seeds") if params.get(k) is not None}, f)
+    try:
+        return seeds_per_row(f.name)
+    finally:
+        Path(f.name).unlink()
+
+
+def apply_sets(params: dict[str, Any], sets: list[str]) -> dict[str, Any]:
+    """`-S key=value` as `dvc exp run -S` sets params.yaml (YAML values, dotted keys)."""
+    out = yaml.safe_load(yaml.safe_dump(params))
+    for item in sets:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ValueError(f"-S {item!r}: expected key=value")
+        *parents, leaf = key.split(".")
+        target = out
+        for part in parents:
+            if not isinstance(target.get(part), dict):
+                target[part] = {}
+            target = target[part]
+        target[leaf] = yaml.safe_load(value)
+    return out
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.2e}"
+
+
+def format_plan(result: dict[str, Any]) -> str:
+    cols = ("row", "seeds", "steps", "batch", "train FLOPs", "decode FLOPs", "h / run", "h total")
+    body = [(r["row"], str(r["seeds"]), str(r["steps"]), str(r["batch_tokens"]), _fmt(r["train_flops"]),
+             _fmt(r["decode_flops"]), f"{r['hours_per_run']:.2f}", f"{r['hours']:.2f}") for r in result["records"]]
+    body.append(("total", str(sum(r["seeds"] for r in result["records"])), "", "", "", "",
+                 "", f"{result['hours']:.2f}"))
+    widths = [max(len(c), *(len(b[i]) for b in body)) for i, c in enumerate(cols)]
+    lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(cols, widths)))]
+    lines += ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(b, widths))) for b in body]
+    first = result["records"][0] if result["records"] else None
+    if first:
+        source = (f"measured speed: {first['speed']}" if first['measured'] else
+                  "an estimated speed (aiayn/devices.yaml has no measurement for it yet)")
+        lines.append(f"\n{result['device']} hours from {source}; counted FLOPs in all {result['flops']:.2e}; sentence lengths "
+                     f"{first['lengths'][0]:.1f}/{first['lengths'][1]:.1f} tokens "
+                     f"({'measured from data/bpe' if first['lengths_measured'] else 'estimated for the corpus'}).")
+        if result["device"] == "CPU":
+            lines.append(f"On one machine with launcher={result['launcher']}: about {result['wall_hours'] * 60:.0f} min "
+                         f"of wall time for training and decoding (fetch, bpe and aggregate not counted).")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m aiayn.plan", description=__doc__.splitlines()[0])
+    parser.add_argument("--params", default="params.yaml", help="the DVC params file (default: params.yaml)")
+    parser.add_argument("-S", "--set", dest="sets", action="append", default=[],
+                        help="a params.yaml value, as `dvc exp run -S`: scale=paper, 'rows=[base,big]', train.max_steps=1000")
+    parser.add_argument("--device", default=None, help="H200, H100, A100, V100 or CPU (default: CPU for trainer=cpu, "
+                                                       "else H200)")
+    parser.add_argument("--bpe-dir", default="data/bpe", help="where to measure sentence lengths, when present")
+    args = parser.parse_args(argv)
+    try:
+        params = apply_sets(yaml.safe_load(Path(args.params).read_text(encoding="utf-8")), args.sets)
+        device = args.device or ("CPU" if params.get("trainer", "cpu").startswith("cpu") else "H200")
+        print(format_plan(plan(params, device, Path(args.bpe_dir))))
+    except (KeyError, ValueError, FileNotFoundError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,90 @@
+"""`python -m aiayn.plan`: counted FLOPs and device-hours of a configured pipeline, before anything runs."""
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from aiayn.flops import forward_flops_per_token
+from aiayn.plan import apply_sets, main, plan, speed
+
+
+@pytest.fixture(scope="module")
+def params(repo_root):
+    return yaml.safe_load((repo_root / "params.yaml").read_text())
+
+
+def test_the_default_params_cost_minutes_of_cpu(params, tmp_path, capsys):
+    result = plan(params, "CPU", tmp_path / "bpe")
+    assert [r["row"] for r in result["records"]] == params["rows"] and all(r["seeds"] == 3 for r in result["records"])
+    base = next(r for r in result["records"] if r["row"] == "base")
+    assert base["steps"] == 200 and base["batch_tokens"] == 512
+    assert 0.05 < result["hours"] < 1.0  # the embedded default: minutes on 2 cores (measured: ~20 min)
+    assert result["wall_hours"] == pytest.approx(result["hours"] / 3)  # launcher=parallel: 3 seeds side by side
+    assert main(["--params", "params.yaml"]) == 0 and "min of wall time" in capsys.readouterr().out
+    assert main(["--params", str(tmp_path / "nowhere.yaml")]) == 2
+
+
+def test_paper_scale_table3_on_an_h200_matches_the_measured_speed(params, tmp_path, capsys):
+    paper = apply_sets(params, ["scale=paper", "data=wmt14_en_de", "trainer=gpu"])
+    result = plan(paper, "H200", tmp_path / "bpe")
+    base = next(r for r in result["records"] if r["row"] == "base")
+    big = next(r for r in result["records"] if r["row"] == "big")
+    # base: 100k steps x 25k + 25k tokens x ~190 MFLOP (3 x forward) = ~9.5e17; at MFU 0.165 of 989 TFLOP/s, 1.6 h
+    assert base["train_flops"] == pytest.approx(9.5e17, rel=0.15) and base["hours_per_run"] == pytest.approx(1.62, rel=0.15)
+    assert big["steps"] == 300_000 and big["hours_per_run"] == pytest.approx(10.6, rel=0.2)  # README's measurement
+    assert result["hours"] == pytest.approx(sum(r["hours"] for r in result["records"]))
+    assert 60 < result["hours"] < 200  # ~100 GPU-hours for Table 3 with 3 seeds (issue 14)
+    assert main(["--params", "params.yaml", "-S", "scale=paper", "-S", "data=wmt14_en_de", "--device", "H200"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].split()[:3] == ["row", "seeds", "steps"] and "total" in out and "measured speed" in out
+
+
+def test_unmeasured_devices_say_so_and_unknown_ones_are_refused():
+    model = dict(n_layers=6, d_model=512, d_ff=2048, n_heads=8, d_k=64, d_v=64)
+    assert speed("H200", model, 37000, (27, 28)).measured and not speed("A100", model, 37000, (27, 28)).measured
+    with pytest.raises(KeyError, match="TPU"):
+        speed("TPU", model, 37000, (27, 28))
+
+
+def test_sets_are_applied_as_dvc_exp_run_would(params):
+    out = apply_sets(params, ["train.max_steps=50", "rows=[base,big]", "decode.beam_size=8"])
+    assert out["train"]["max_steps"] == 50 and out["rows"] == ["base", "big"] and out["decode"]["beam_size"] == 8
+    assert params["train"]["max_steps"] is None  # the caller's copy is untouched
+
+
+def test_flops_per_token_match_torch_flop_counter_on_a_small_model():
+    """aiayn.flops against torch.utils.flop_counter.FlopCounterMode: a forward pass of a small Transformer over
+    unpadded batches counts the same matmul FLOPs (attention products at full length, as a masked pass computes
+    them)."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from aiayn.model import ModelConfig, Transformer
+
+    dims = dict(n_layers=2, d_model=32, d_ff=64, n_heads=4, d_k=8, d_v=12)
+    model = Transformer(ModelConfig(**dims, dropout=0.0), vocab_size=50).eval()
+    batch, src_len, tgt_len = 3, 7, 5
+    src, tgt_in = torch.randint(1, 50, (batch, src_len)), torch.randint(1, 50, (batch, tgt_len))
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        model(src, tgt_in)
+    parts = forward_flops_per_token(**dims, vocab_size=50, src_len=src_len, tgt_len=tgt_len)
+    ours = batch * (src_len * parts["per_src_token"] + tgt_len * parts["per_tgt_token"])
+    assert counter.get_total_flops() == pytest.approx(ours, rel=1e-9)
+
+
+def test_a_gpu_measurement_rewrites_one_entry_and_keeps_the_comments(tmp_path):
+    from aiayn.devices import TABLE, load, record
+
+    table = tmp_path / "devices.yaml"
+    table.write_text(TABLE.read_text())
+    assert record("NVIDIA H200", "base", 0.4123, "2026-12-02, bench/gpu_check.sh", table) == "H200"
+    assert record("NVIDIA A100-SXM4-80GB", "big", 0.5, "2026-12-02, bench/gpu_check.sh", table) == "A100"
+    before, after = load(TABLE), load(table)
+    assert after["H200"]["base"] == {"mfu": 0.412, "measured": "2026-12-02, bench/gpu_check.sh"}
+    assert after["A100"]["big"]["mfu"] == 0.5 and after["A100"]["base"] == before["A100"]["base"]
+    assert {k: v for k, v in after.items() if k not in ("H200", "A100")} == {
+        k: v for k, v in before.items() if k not in ("H200", "A100")}
+    comments = [line for line in TABLE.read_text().splitlines() if line.lstrip().startswith("#")]
+    assert comments and all(line in table.read_text() for line in comments)
+    with pytest.raises(KeyError, match="TPU v5"):
+        record("TPU v5", "base", 0.3, "x", table)
