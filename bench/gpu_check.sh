@@ -48,10 +48,13 @@ base=$("$PY" -c "import sys; v = [float(x) for x in sys.argv[1:] if x]; print(ma
   "$eager" "$compiled" "$chunked")
 name=$("$PY" -c "import torch; print(torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'cpu')")
 stamp="$(date +%Y-%m-%d), bench/gpu_check.sh (bf16, paper batch, $("$PY" -c 'import torch; print(torch.__version__)'))"
-if [[ -n "$base" ]]; then "$PY" -m aiayn.devices "$name" base "$base" "$stamp" "$TABLE"; else echo "base MFU not recorded"; fi
-if [[ -n "$big" ]]; then "$PY" -m aiayn.devices "$name" big "$big" "$stamp (eager)" "$TABLE"; else echo "big MFU not recorded"; fi
+if [[ -n "$base" ]]; then "$PY" -m aiayn.devices "$name" base "$base" "$stamp" "$TABLE"
+else echo "base MFU not recorded"; fi
+if [[ -n "$big" ]]; then "$PY" -m aiayn.devices "$name" big "$big" "$stamp (eager)" "$TABLE"
+else echo "big MFU not recorded"; fi
 if [[ -n "${OUT:-}" ]]; then cp "$TABLE" "$OUT/devices.yaml"; fi
-echo "base MFU: eager ${eager:-?}, compiled ${compiled:-?}, chunked loss ${chunked:-?}; profile of one base step: $LOG/profile_base.txt"
+echo "base MFU: eager ${eager:-?}, compiled ${compiled:-?}, chunked loss ${chunked:-?}"
+echo "profile of one base step: $LOG/profile_base.txt"
 head -40 "$LOG/profile_base.txt" 2>/dev/null || true
 echo "RESULT mfu_base ${base:-nan}"
 echo "RESULT mfu_big ${big:-nan}"

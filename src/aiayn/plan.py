@@ -185,12 +185,14 @@ def format_plan(result: dict[str, Any]) -> str:
     if first:
         source = (f"measured speed: {first['speed']}" if first['measured'] else
                   "an estimated speed (aiayn/devices.yaml has no measurement for it yet)")
-        lines.append(f"\n{result['device']} hours from {source}; counted FLOPs in all {result['flops']:.2e}; sentence lengths "
+        lines.append(f"\n{result['device']} hours from {source}; counted FLOPs in all {result['flops']:.2e}; "
+                     f"sentence lengths "
                      f"{first['lengths'][0]:.1f}/{first['lengths'][1]:.1f} tokens "
                      f"({'measured from data/bpe' if first['lengths_measured'] else 'estimated for the corpus'}).")
         if result["device"] == "CPU":
-            lines.append(f"On one machine with launcher={result['launcher']}: about {result['wall_hours'] * 60:.0f} min "
-                         f"of wall time for training and decoding (fetch, bpe and aggregate not counted).")
+            lines.append(f"On one machine with launcher={result['launcher']}: about "
+                         f"{result['wall_hours'] * 60:.0f} min of wall time for training and decoding (fetch, bpe "
+                         f"and aggregate not counted).")
     return "\n".join(lines)
 
 
@@ -198,7 +200,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m aiayn.plan", description=__doc__.splitlines()[0])
     parser.add_argument("--params", default="params.yaml", help="the DVC params file (default: params.yaml)")
     parser.add_argument("-S", "--set", dest="sets", action="append", default=[],
-                        help="a params.yaml value, as `dvc exp run -S`: scale=paper, 'rows=[base,big]', train.max_steps=1000")
+                        help="a params.yaml value, as `dvc exp run -S`: scale=paper, 'rows=[base,big]', "
+                             "train.max_steps=1000")
     parser.add_argument("--device", default=None, help="H200, H100, A100, V100 or CPU (default: CPU for trainer=cpu, "
                                                        "else H200)")
     parser.add_argument("--bpe-dir", default="data/bpe", help="where to measure sentence lengths, when present")

@@ -97,7 +97,8 @@ def _ours(name: str, pair: str, recs: Sequence[RunRecord], sustained: float, len
                 bleu_mean=bleu.mean, bleu_ci95_low=bleu.low, bleu_ci95_high=bleu.high,
                 bleu_tok_mean=tok.mean, bleu_tok_ci95_low=tok.low, bleu_tok_ci95_high=tok.high,
                 paper_bleu=paper_bleu, train_flops_estimated=est.mean, train_flops_counted=counted.mean,
-                paper_train_flops=paper_cost, device_hours=hours.mean, wall_time_s=wall.mean, devices=", ".join(devices) or None)
+                paper_train_flops=paper_cost, device_hours=hours.mean, wall_time_s=wall.mean,
+                devices=", ".join(devices) or None)
 
 
 def build_table2(records: Sequence[RunRecord], lengths: tuple[float, float],
