@@ -117,6 +117,29 @@ def profile_steps(step, steps: int, device: torch.device, path: str) -> None:
     print("\n".join(lines[:12]))
 
 
+def count_host_syncs(step, steps: int) -> float | None:
+    """Host-device synchronisations per training step, as torch's CUDA sync debug mode reports them (a step
+    that never waits for the GPU lets the host queue the next one while this one runs)."""
+    import warnings
+
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            torch.cuda.set_sync_debug_mode("warn")
+            try:
+                for i in range(steps):
+                    step(i)
+            finally:
+                torch.cuda.set_sync_debug_mode("default")
+        found = [w for w in caught if "synchroniz" in str(w.message)]
+        for w in found[:5]:
+            print(f"host sync: {w.filename}:{w.lineno}: {str(w.message)[:100]}")
+        return len(found) / steps
+    except Exception as err:  # noqa: BLE001
+        print(f"sync count failed ({type(err).__name__}: {err})")
+        return None
+
+
 def train_steps(shape: dict, batches: list[dict], steps: int, warmup: int, device: torch.device,
                 compile_model: bool, profile: str | None = None, loss_chunk: int = 0) -> dict:
     """Train `steps` steps after `warmup` untimed ones; return seconds per step, tokens and counted FLOPs; with
@@ -168,12 +191,14 @@ def train_steps(shape: dict, batches: list[dict], steps: int, warmup: int, devic
     mean_loss = float(loss_sum) / steps
     if not math.isfinite(mean_loss):
         raise FloatingPointError(f"non-finite training loss ({mean_loss})")
+    syncs = count_host_syncs(step, 3) if device.type == "cuda" else None
     if profile:
         try:  # the profile is extra: a profiler failure must not cost the timed result
             profile_steps(step, 3, device, profile)
         except Exception as err:  # noqa: BLE001
             print(f"profile failed ({type(err).__name__}: {err}); timed results follow")
-    return dict(s_per_step=seconds / steps, tokens=tokens, flops=flops, seconds=seconds, loss=mean_loss)
+    return dict(s_per_step=seconds / steps, tokens=tokens, flops=flops, seconds=seconds, loss=mean_loss,
+                syncs_per_step=syncs)
 
 
 def main() -> None:
@@ -211,6 +236,8 @@ def main() -> None:
         print(f"RESULT {tag}_matmul_tflops_measured {measured:.0f}")
         print(f"RESULT {tag}_mfu_vs_measured_matmul {rate / 1e12 / measured:.3f}")
         print(f"RESULT {tag}_peak_memory_gib {torch.cuda.max_memory_allocated(device) / 2**30:.1f}")
+    if result["syncs_per_step"] is not None:
+        print(f"RESULT {tag}_host_syncs_per_step {result['syncs_per_step']:.1f}")
     print(f"RESULT {tag}_projected_hours_{shape['paper_steps'] // 1000}k_steps {hours:.2f}")
     if peak is not None:
         print(f"RESULT {tag}_mfu {rate / peak:.3f}")  # headline: against the datasheet dense bf16 peak
