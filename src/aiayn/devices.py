@@ -1,15 +1,15 @@
 """The measured-speed table behind `python -m aiayn.plan` (aiayn/devices.yaml), read and updated.
 
-`record` is standard library only, so bench/gpu_check.sh can update the table on a GPU machine that has nothing
-but torch: it rewrites one `<size>: {...}` line inside one device's block and keeps every comment.
+`record` needs only the standard library (and aiayn.io, which needs no more), so bench/gpu_check.sh can update the
+table on a GPU machine that has nothing but torch: it rewrites one `<size>: {...}` line inside one device's block and keeps every comment.
 """
 from __future__ import annotations
 
-import os
 import re
 import sys
-import tempfile
 from pathlib import Path
+
+from aiayn.io import atomic_write_text
 
 TABLE = Path(__file__).with_name("devices.yaml")
 SIZES = ("base", "big")
@@ -46,10 +46,7 @@ def record(name: str, size: str, mfu: float, note: str, path: Path | None = None
             break
     else:
         lines.insert(start + 1, entry)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.writelines(lines)
-    os.replace(tmp, path)
+    atomic_write_text(path, "".join(lines))
     return key
 
 

@@ -13,6 +13,8 @@ for the configured shapes; hours are as good as the speed entry behind them.
 from __future__ import annotations
 
 import argparse
+import functools
+import json
 import math
 import sys
 from dataclasses import dataclass
@@ -21,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from aiayn.config.params import read_overrides, seeds_per_row
+from aiayn.config.params import overrides_of, seeds_of
 from aiayn.devices import load as device_table
 from aiayn.flops import MODEL_KEYS, forward_flops_per_token, training_flops
 
@@ -33,22 +35,34 @@ CORPORA = {
     "local": dict(lengths=(14.0, 15.0), dev=1014, test=1000),
     "synthetic": dict(lengths=(17.7, 17.2), dev=300, test=300),
 }
-SIZES = {"base": dict(n_layers=6, d_model=512, d_ff=2048, n_heads=8, d_k=64, d_v=64),
-         "big": dict(n_layers=6, d_model=1024, d_ff=4096, n_heads=16, d_k=64, d_v=64)}
+
+
+@functools.cache
+def anchors() -> dict[str, dict[str, int]]:
+    """The sizes devices.yaml's MFUs were measured at: Table 3's base (the model schema's defaults) and big
+    (conf/row/big.yaml at the paper's scale)."""
+    from aiayn.config import compose, prepare
+    from aiayn.config.schema import ModelConfig
+
+    big = prepare(compose(["scale=paper", "row=big"])).model
+    return {"base": {k: getattr(ModelConfig(), k) for k in MODEL_KEYS}, "big": {k: int(big[k]) for k in MODEL_KEYS}}
 
 
 def corpus(data: str, vocab: int, bpe_dir: Path) -> dict[str, Any]:
     """Average lengths and dev/test sizes: measured from data/bpe/stats.json when the bpe stage has run on this
     corpus and vocabulary, else the estimates above."""
-    stats, raw = Path(bpe_dir) / "stats.json", Path(bpe_dir).parent / "raw" / "stats.json"
-    fetched = raw.is_file() and yaml.safe_load(raw.read_text(encoding="utf-8")).get("source") == data
-    encoded = stats.is_file() and yaml.safe_load(stats.read_text(encoding="utf-8")).get("vocab_size") == vocab
-    if fetched and encoded:
-        splits = yaml.safe_load(stats.read_text(encoding="utf-8"))["splits"]
+    stats, raw = _read(Path(bpe_dir) / "stats.json"), _read(Path(bpe_dir).parent / "raw" / "stats.json")
+    if raw.get("source") == data and stats.get("vocab_size") == vocab:
+        splits = stats["splits"]
         train = splits["train"]
         return dict(lengths=(train["src_tokens"] / train["n"], train["tgt_tokens"] / train["n"]),
                     dev=splits["valid"]["n"], test=splits["test"]["n"], measured=True)
     return {**CORPORA.get(data, CORPORA["local"]), "measured": False}
+
+
+def _read(path: Path) -> dict[str, Any]:
+    """A stage's stats.json, or {} when that stage has not run."""
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
 
 
 @dataclass
@@ -61,20 +75,19 @@ class Speed:
     source: str
 
 
-def speed(device: str, model: dict[str, Any], vocab: int, lengths: tuple[float, float]) -> Speed:
-    """The rate for `model` on `device`: the MFU of the nearer of base and big by FLOPs per token (log-interpolated
-    between them) times the dense peak; CPU: its measured sustained rate."""
-    table = device_table()
+def speed(device: str, model: dict[str, Any], vocab: int, lengths: tuple[float, float],
+          table: dict[str, Any] | None = None) -> Speed:
+    """The rate for `model` on `device`: the MFU measured at base and big, log-interpolated between them by FLOPs
+    per token, times the dense peak; CPU: its measured sustained rate."""
+    table = device_table() if table is None else table
     if device not in table:
         raise KeyError(f"--device {device!r} is not in aiayn/devices.yaml; known: {sorted(table)}")
     entry = table[device]
     if "sustained_tflops" in entry:
         rate = entry["sustained_tflops"] * 1e12
         return Speed(rate, rate, "measured" in entry, entry.get("measured", "estimate"))
-    per = {name: _per_token(dims, vocab, lengths) for name, dims in SIZES.items()}
-    x = math.log(_per_token(model, vocab, lengths))
-    lo, hi = math.log(per["base"]), math.log(per["big"])
-    t = min(1.0, max(0.0, (x - lo) / (hi - lo)))
+    lo, hi = (math.log(_per_token(anchors()[size], vocab, lengths)) for size in ("base", "big"))
+    t = min(1.0, max(0.0, (math.log(_per_token(model, vocab, lengths)) - lo) / (hi - lo)))
     mfu = entry["base"]["mfu"] + t * (entry["big"]["mfu"] - entry["base"]["mfu"])
     measured = "measured" in entry["base"] and "measured" in entry["big"]
     peak = entry["peak_tflops"] * 1e12
@@ -82,39 +95,45 @@ def speed(device: str, model: dict[str, Any], vocab: int, lengths: tuple[float, 
                  entry["base"].get("measured", "estimate") if measured else "estimate (not measured)")
 
 
+def _parts(model: dict[str, Any], vocab: int, lengths: tuple[float, float]) -> dict[str, float]:
+    return forward_flops_per_token(**{k: int(model[k]) for k in MODEL_KEYS}, vocab_size=vocab,
+                                   src_len=lengths[0], tgt_len=lengths[1])
+
+
 def _per_token(model: dict[str, Any], vocab: int, lengths: tuple[float, float]) -> float:
-    parts = forward_flops_per_token(**{k: int(model[k]) for k in MODEL_KEYS}, vocab_size=vocab,
-                                    src_len=lengths[0], tgt_len=lengths[1])
+    parts = _parts(model, vocab, lengths)
     return parts["per_src_token"] + parts["per_tgt_token"]
 
 
 def decode_flops(model: dict[str, Any], vocab: int, lengths: tuple[float, float], sentences: int,
                  beam: int) -> float:
     """Beam search over `sentences`: the encoder once per sentence, the decoder once per output token and beam."""
-    parts = forward_flops_per_token(**{k: int(model[k]) for k in MODEL_KEYS}, vocab_size=vocab,
-                                    src_len=lengths[0], tgt_len=lengths[1])
+    parts = _parts(model, vocab, lengths)
     return sentences * (lengths[0] * parts["per_src_token"] + beam * lengths[1] * parts["per_tgt_token"])
 
 
-def plan(params: dict[str, Any], device: str, bpe_dir: Path = Path("data/bpe")) -> dict[str, Any]:
-    """One record per row (its seeds, steps, FLOPs, hours) and the totals, for params.yaml's values."""
+def plan(params: dict[str, Any], device: str, bpe_dir: Path = Path("data/bpe"),
+         source: str = "params.yaml") -> dict[str, Any]:
+    """One record per row (its seeds, steps, FLOPs, hours) and the totals, for params.yaml's values (`source`
+    names them in errors)."""
     from aiayn.config import compose, prepare
 
     groups = [f"{k}={params[k]}" for k in ("scale", "data", "trainer") if k in params]
-    overrides = _overrides(params)
-    seeds = _seeds(params)
-    records = []
-    for row in params["rows"]:
+    overrides, seeds, table = overrides_of(params, source), seeds_of(params, source), device_table()
+    records, corpora = [], {}
+    for row in seeds:  # params.yaml's rows, validated
         cfg = prepare(compose([*groups, f"row={row}", *overrides]))
         model, vocab = {k: cfg.model[k] for k in MODEL_KEYS}, int(cfg.data.vocab_size)
-        data = corpus(cfg.data.name, vocab, bpe_dir)
+        if (cfg.data.name, vocab) not in corpora:  # every row of a pipeline usually shares one
+            corpora[cfg.data.name, vocab] = corpus(cfg.data.name, vocab, bpe_dir)
+        data = corpora[cfg.data.name, vocab]
         lengths = data["lengths"]
         tokens = cfg.train.max_steps * cfg.train.batch_tokens  # per side
         train = training_flops(model, vocab, tokens, tokens, *lengths)
         sentences = data["dev"] + (data["test"] if "table2" in cfg.row.tables else 0)
         beam = cfg.decode.beam_size if cfg.decode.strategy == "beam" else 1
         decode = decode_flops(model, vocab, lengths, sentences, beam)
-        rate = speed(device, model, vocab, lengths)
+        rate = speed(device, model, vocab, lengths, table)
         hours = train / rate.train / 3600 + decode / rate.decode / 3600
         records.append(dict(row=row, seeds=len(seeds[row]), steps=int(cfg.train.max_steps),
                             batch_tokens=int(cfg.train.batch_tokens), train_flops=train, decode_flops=decode,
@@ -127,28 +146,6 @@ def plan(params: dict[str, Any], device: str, bpe_dir: Path = Path("data/bpe")) 
     return dict(device=device, records=records, hours=sum(r["hours"] for r in records), wall_hours=wall,
                 launcher=params.get("launcher", "parallel"),
                 flops=sum((r["train_flops"] + r["decode_flops"]) * r["seeds"] for r in records))
-
-
-def _overrides(params: dict[str, Any]) -> list[str]:
-    import tempfile
-
-    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
-        yaml.safe_dump({k: params.get(k) or {} for k in ("model", "train", "decode")}, f)
-    try:
-        return read_overrides(f.name)
-    finally:
-        Path(f.name).unlink()
-
-
-def _seeds(params: dict[str, Any]) -> dict[str, list[int]]:
-    import tempfile
-
-    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
-        yaml.safe_dump({k: params.get(k) for k in ("rows", "seeds", "extra_seeds") if params.get(k) is not None}, f)
-    try:
-        return seeds_per_row(f.name)
-    finally:
-        Path(f.name).unlink()
 
 
 def apply_sets(params: dict[str, Any], sets: list[str]) -> dict[str, Any]:
@@ -209,7 +206,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         params = apply_sets(yaml.safe_load(Path(args.params).read_text(encoding="utf-8")), args.sets)
         device = args.device or ("CPU" if params.get("trainer", "cpu").startswith("cpu") else "H200")
-        print(format_plan(plan(params, device, Path(args.bpe_dir))))
+        source = f"{args.params} (with -S)" if args.sets else args.params
+        print(format_plan(plan(params, device, Path(args.bpe_dir), source)))
     except (KeyError, ValueError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -43,8 +43,11 @@ def _items(path: Path, key: str, values: Any, kind: Callable[[object], T]) -> li
 
 def read_params_list(path: str | Path, key: str, kind: Callable[[object], T]) -> list[T]:
     """`key` of a params file as a non-empty list of `kind`; errors name the file, the key and the bad item."""
-    path = Path(path)
-    values = _load(path, key).get(key)
+    return _list_of(_load(Path(path), key), Path(path), key, kind)
+
+
+def _list_of(params: Mapping[str, Any], path: Path, key: str, kind: Callable[[object], T]) -> list[T]:
+    values = params.get(key)
     if not isinstance(values, list) or not values:
         raise ValueError(f"{path}: key '{key}' must be a non-empty list, got {values!r}")
     return _items(path, key, values, kind)
@@ -52,8 +55,11 @@ def read_params_list(path: str | Path, key: str, kind: Callable[[object], T]) ->
 
 def read_extra_seeds(path: str | Path) -> dict[str, list[int]]:
     """`extra_seeds` of a params file as row -> list of seeds; absent or empty is {}."""
-    path = Path(path)
-    extra = _load(path, EXTRA_SEEDS).get(EXTRA_SEEDS) or {}
+    return _extra_seeds_of(_load(Path(path), EXTRA_SEEDS), Path(path))
+
+
+def _extra_seeds_of(params: Mapping[str, Any], path: Path) -> dict[str, list[int]]:
+    extra = params.get(EXTRA_SEEDS) or {}
     if not isinstance(extra, dict):
         raise ValueError(f"{path}: key '{EXTRA_SEEDS}' must map rows to lists of seeds, got {extra!r}")
     return {str(row): _items(path, f"{EXTRA_SEEDS}.{row}", seeds or [], int) for row, seeds in extra.items()}
@@ -61,8 +67,14 @@ def read_extra_seeds(path: str | Path) -> dict[str, list[int]]:
 
 def seeds_per_row(path: str | Path, rows: Iterable[str] | None = None) -> dict[str, list[int]]:
     """Each row's seeds (the file's `rows` unless given): `seeds`, then its `extra_seeds`, each seed once."""
-    rows = read_params_list(path, "rows", str) if rows is None else list(rows)
-    seeds, extra = read_params_list(path, "seeds", int), read_extra_seeds(path)
+    return seeds_of(_load(Path(path), "seeds"), path, rows)
+
+
+def seeds_of(params: Mapping[str, Any], path: str | Path, rows: Iterable[str] | None = None) -> dict[str, list[int]]:
+    """`seeds_per_row` of params already read (e.g. with `-S` values set); `path` names them in errors."""
+    path = Path(path)
+    rows = _list_of(params, path, "rows", str) if rows is None else list(rows)
+    seeds, extra = _list_of(params, path, "seeds", int), _extra_seeds_of(params, path)
     return {row: list(dict.fromkeys([*seeds, *extra.get(row, [])])) for row in rows}
 
 
@@ -107,11 +119,15 @@ def write_seed_lists(params_file: str | Path, out_dir: str | Path) -> dict[str, 
 def read_overrides(path: str | Path) -> list[str]:
     """params.yaml's `model`, `train` and `decode` mappings as Hydra overrides (`train.lr_factor=2`), nulls left
     out; a key the schema does not have is refused naming the file, the key and the nearest valid one."""
+    return overrides_of(_load(Path(path), "overrides"), path)
+
+
+def overrides_of(params: Mapping[str, Any], path: str | Path) -> list[str]:
+    """`read_overrides` of params already read; `path` names them in errors."""
     from aiayn.config.rowfile import nearest_key
     from aiayn.config.schema import ROW_GROUPS
 
-    path = Path(path)
-    params, out = _load(path, "overrides"), []
+    path, out = Path(path), []
     for group in OVERRIDE_GROUPS:
         values = params.get(group) or {}
         if not isinstance(values, dict):
