@@ -30,6 +30,7 @@ from pathlib import Path, PurePosixPath
 
 from tqdm import tqdm
 
+from aiayn.config.schema import DownloadConfig
 from aiayn.io import DiskFullError, atomic_path, atomic_write_json, is_disk_full
 from aiayn.progress import Progress, on_terminal
 
@@ -66,6 +67,9 @@ _RETRYABLE = (_Transient, ConnectionError, TimeoutError, ssl.SSLError, urllib.er
               http.client.HTTPException)
 
 
+_DEFAULTS = DownloadConfig()
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
     """How long a download keeps trying (`data.download`).
@@ -76,10 +80,10 @@ class RetryPolicy:
     factor in [0.5, 1] so that parallel downloads do not retry in step.
     """
 
-    retries: int = 8
-    stall_s: float = 60.0
-    backoff_s: float = 1.0
-    backoff_max_s: float = 300.0
+    retries: int = _DEFAULTS.retries  # the values of data.download, said once in the config schema
+    stall_s: float = _DEFAULTS.stall_s
+    backoff_s: float = _DEFAULTS.backoff_s
+    backoff_max_s: float = _DEFAULTS.backoff_max_s
 
     def __post_init__(self) -> None:
         if self.retries < 0 or not self.stall_s > 0 or self.backoff_s < 0 or self.backoff_max_s < self.backoff_s:

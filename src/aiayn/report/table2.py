@@ -47,10 +47,8 @@ def language_pair(config: Mapping[str, Any]) -> str | None:
 
 def estimated_flops(train: Mapping[str, Any], sustained_flops_per_device: float) -> float | None:
     """The paper's way: training time x number of devices x a sustained rate per device."""
-    device = train.get("device") or {}
-    if train.get("wall_time_s") is None or not device.get("count"):
-        return None
-    return float(train["wall_time_s"]) * int(device["count"]) * sustained_flops_per_device
+    hours = device_hours(train)
+    return None if hours is None else hours * 3600 * sustained_flops_per_device
 
 
 def device_hours(train: Mapping[str, Any]) -> float | None:
