@@ -108,6 +108,13 @@ def mean_pm(mean: float | None, low: float | None, high: float | None, digits: i
     return f"{text} ± {(high - low) / 2:.{digits}f}"
 
 
+def ci_cells(key: str, sign: bool = False) -> tuple[tuple[str, ...], Callable[[Mapping[str, Any]], str]]:
+    """A mean with its 95% CI as a Column's CSV keys (`{key}_mean`, or `key` itself for a delta, then
+    `{key}_ci95_low`, `{key}_ci95_high`) and its cell, "mean ± half-width" (a missing key shows as no interval)."""
+    keys = (key if key.startswith("delta") else f"{key}_mean", f"{key}_ci95_low", f"{key}_ci95_high")
+    return keys, lambda r: mean_pm(*(r.get(k) for k in keys), sign=sign)
+
+
 def pvalue(p: float | None) -> str:
     """A p-value with enough digits to see small ones."""
     if p is None:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from aiayn.report.collect import find_variants
-from aiayn.report.formats import (DASH, Column, atomic_write_text, csv_columns, csv_text, markdown_table, mean_pm,
+from aiayn.report.formats import (DASH, Column, atomic_write_text, ci_cells, csv_columns, csv_text, markdown_table,
                                   shown)
 from aiayn.report.stats import mean_ci, paired_test
 
@@ -77,19 +77,16 @@ def build_sweep(points: Sequence[Point]) -> tuple[list[dict[str, Any]], list[str
 
 def columns(keys: Sequence[str]) -> tuple[Column, ...]:
     """The sweep table's columns: the row, one per swept key, then the scores."""
-    def ci(key: str, sign: bool = False) -> tuple[tuple[str, ...], Any]:
-        names = (key if key.startswith("delta") else f"{key}_mean", f"{key}_ci95_low", f"{key}_ci95_high")
-        return names, lambda r: mean_pm(*(r.get(k) for k in names), sign=sign)
-
+    delta_keys, delta_cell = ci_cells("delta_bleu", sign=True)
     return (
         Column("Row", ("row", "variant")),
         *(Column(key, (f"set.{key}",), lambda r, k=key: DASH if r.get(f"set.{k}") is None else str(r[f"set.{k}"]))
           for key in keys),
         Column("n", ("n_seeds", "seeds")),
-        Column("dev BLEU", *ci("bleu")),
-        Column("ΔBLEU", ci("delta_bleu", sign=True)[0] + ("delta_bleu_p",), ci("delta_bleu", sign=True)[1]),
-        Column("dev PPL", *ci("ppl")),
-        Column("ΔPPL", *ci("delta_ppl", sign=True)),
+        Column("dev BLEU", *ci_cells("bleu")),
+        Column("ΔBLEU", delta_keys + ("delta_bleu_p",), delta_cell),
+        Column("dev PPL", *ci_cells("ppl")),
+        Column("ΔPPL", *ci_cells("delta_ppl", sign=True)),
         Column("Δ against", ("reference",)),
     )
 

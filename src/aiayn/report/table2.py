@@ -7,8 +7,8 @@ from typing import Any
 
 from aiayn.flops import training_flops
 from aiayn.report.collect import RunRecord, row_settings
-from aiayn.report.formats import (DASH, Column, atomic_write_text, csv_columns, csv_text, latex_tabular,
-                                  markdown_table, mean_pm, metrics, num, sci, shown)
+from aiayn.report.formats import (DASH, Column, atomic_write_text, ci_cells, csv_columns, csv_text, latex_tabular,
+                                  markdown_table, metrics, num, sci, shown)
 from aiayn.report.paper import paper_bleu_and_cost, paper_table2
 from aiayn.report.stats import mean_ci
 
@@ -16,18 +16,13 @@ from aiayn.report.stats import mean_ci
 P100_SUSTAINED_FLOPS = 9.5e12
 
 
-def _ci(key: str) -> tuple[tuple[str, ...], Any]:
-    keys = (f"{key}_mean", f"{key}_ci95_low", f"{key}_ci95_high")
-    return keys, lambda r: mean_pm(*(r[k] for k in keys))
-
-
 # Table 2's columns as shown, each with its CSV keys (the CSV's order).
 COLUMNS: tuple[Column, ...] = (
     Column("System", ("system", "source", "row")),
     Column("Pair", ("pair",)),
     Column("n", ("n_seeds",)),
-    Column("test BLEU (sacre)", *_ci("bleu"), metrics=(("test_bleu", lambda r: r["bleu_mean"]),)),
-    Column("test BLEU (tok)", *_ci("bleu_tok"), metrics=(("test_bleu_tok", lambda r: r["bleu_tok_mean"]),)),
+    Column("test BLEU (sacre)", *ci_cells("bleu"), metrics=(("test_bleu", lambda r: r["bleu_mean"]),)),
+    Column("test BLEU (tok)", *ci_cells("bleu_tok"), metrics=(("test_bleu_tok", lambda r: r["bleu_tok_mean"]),)),
     Column("paper BLEU", ("paper_bleu",), lambda r: num(r["paper_bleu"])),
     Column("FLOPs (time×devices×rate)", ("train_flops_estimated",), lambda r: sci(r["train_flops_estimated"])),
     Column("FLOPs (counted)", ("train_flops_counted",), lambda r: sci(r["train_flops_counted"])),

@@ -1,13 +1,13 @@
 """Table 3 (model variations, dev set): our rows over seeds beside the paper's, with differences from base."""
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from aiayn.report.collect import RunRecord, row_settings
-from aiayn.report.formats import (DASH, Column, atomic_write_text, csv_columns, csv_text, latex_tabular,
-                                  half_width, markdown_table, mean_pm, metrics, num, pvalue, shown, signed)
+from aiayn.report.formats import (DASH, Column, atomic_write_text, ci_cells, csv_columns, csv_text, latex_tabular,
+                                  half_width, markdown_table, metrics, num, pvalue, shown, signed)
 from aiayn.report.paper import paper_table3
 from aiayn.report.significance import ALPHA, POWER, holm, seeds_needed, sign_flip_p, verdict
 from aiayn.report.stats import mean_ci, paired_test
@@ -103,22 +103,16 @@ def _seeds_needed(n: int | None) -> str:
     return DASH if n is None else (f"> {SEEDS_SHOWN_UP_TO}" if n > SEEDS_SHOWN_UP_TO else str(n))
 
 
-def _ci(key: str, sign: bool = False) -> tuple[tuple[str, ...], Any]:
-    """The keys of a mean with its 95% CI, and the cell "mean ± half-width"."""
-    keys = (f"{key}_mean" if not key.startswith("delta") else key, f"{key}_ci95_low", f"{key}_ci95_high")
-    return keys, lambda r: mean_pm(*(r[k] for k in keys), sign=sign)
-
-
 # Table 3's columns, in the order the table shows them; each carries its CSV keys (CSV and metrics.json derive from
 # this one list: aiayn.report.formats).
 COLUMNS: tuple[Column, ...] = (
     Column("Row", ("row",)),
     Column("n", ("n_seeds", "seeds")),
-    Column("dev BLEU", *_ci("bleu"), metrics=(
+    Column("dev BLEU", *ci_cells("bleu"), metrics=(
         ("dev_bleu", lambda r: r["bleu_mean"]),
         ("dev_bleu_ci95", lambda r: half_width(r["bleu_ci95_low"], r["bleu_ci95_high"])))),
-    Column("ΔBLEU", _ci("delta_bleu", sign=True)[0] + ("delta_bleu_sd", "delta_bleu_n_pairs"),
-           _ci("delta_bleu", sign=True)[1], metrics=(("delta_bleu", lambda r: r["delta_bleu"]),)),
+    Column("ΔBLEU", ci_cells("delta_bleu", sign=True)[0] + ("delta_bleu_sd", "delta_bleu_n_pairs"),
+           ci_cells("delta_bleu", sign=True)[1], metrics=(("delta_bleu", lambda r: r["delta_bleu"]),)),
     Column("p (t)", ("delta_bleu_p_seeds",), lambda r: pvalue(r["delta_bleu_p_seeds"])),
     Column("p (sign-flip)", ("delta_bleu_p_sign_flip",), lambda r: pvalue(r["delta_bleu_p_sign_flip"])),
     Column("p (Holm)", ("delta_bleu_p_holm",), lambda r: pvalue(r["delta_bleu_p_holm"])),
@@ -126,8 +120,8 @@ COLUMNS: tuple[Column, ...] = (
     Column("seeds needed", ("seeds_needed",), lambda r: _seeds_needed(r["seeds_needed"])),
     Column("paper BLEU", ("paper_bleu",), lambda r: num(r["paper_bleu"], 1)),
     Column("paper Δ", ("paper_delta_bleu", "sign_matches_paper"), lambda r: signed(r["paper_delta_bleu"], 1)),
-    Column("dev PPL", *_ci("ppl")),
-    Column("ΔPPL", _ci("delta_ppl", sign=True)[0] + ("delta_ppl_p_seeds",), _ci("delta_ppl", sign=True)[1]),
+    Column("dev PPL", *ci_cells("ppl")),
+    Column("ΔPPL", ci_cells("delta_ppl", sign=True)[0] + ("delta_ppl_p_seeds",), ci_cells("delta_ppl", sign=True)[1]),
     Column("paper PPL", ("paper_ppl", "paper_delta_ppl", "ppl_sign_matches_paper"), lambda r: num(r["paper_ppl"])),
     Column("params (M)", ("params_m",), lambda r: num(r["params_m"], 3)),
     Column("paper params (M)", ("paper_params_m",)),
