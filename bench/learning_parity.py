@@ -264,12 +264,21 @@ def pipeline_train(workdir: str, seed: int, setting: dict, system: str, device: 
             raise RuntimeError(f"{system} seed {seed}: pipeline/{stage}.py failed:\n{proc.stderr[-3000:]}")
         if stage == "train":
             train_s = time.perf_counter() - start
-    run = Path(workdir) / f"runs/{tag}/base/seed{seed}"
-    trained = json.loads((run / "train.json").read_text())
-    ev = json.loads((Path(workdir) / f"evals/{tag}/base/seed{seed}/eval.json").read_text())
+    # The overrides make a variant of base, so the stages write runs/{tag}/base/{variant}/seed{seed} (and evals/...
+    # likewise, with the decode settings in the name): each system has its own folders, so one variant each.
+    trained = json.loads(_one(Path(workdir) / f"runs/{tag}/base", f"seed{seed}/train.json").read_text())
+    ev = json.loads(_one(Path(workdir) / f"evals/{tag}/base", f"seed{seed}/eval.json").read_text())
     return {"steps": trained["steps"], "tgt_tokens_per_step": trained["tokens_seen"]["tgt"] / trained["steps"],
             "train_s": round(train_s, 1), "dev_ppl": ev["dev_ppl"], "dev_bleu": ev["dev_bleu"],
             "test_bleu": ev["bleu"]}
+
+
+def _one(folder: Path, name: str) -> Path:
+    """The one file `folder/[variant/]name` the stages wrote; an error naming what was found otherwise."""
+    found = sorted({*folder.glob(name), *folder.glob(f"*/{name}")})
+    if len(found) != 1:
+        raise FileNotFoundError(f"expected one {name} under {folder}, found {[str(p) for p in found]}")
+    return found[0]
 
 
 def slug(system: str) -> str:

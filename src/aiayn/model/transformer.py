@@ -8,7 +8,6 @@ L cached target positions, D = d_model, V vocabulary size.
 """
 from __future__ import annotations
 
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from aiayn.config.schema import ModelConfig, choices
@@ -86,7 +85,7 @@ class Transformer(nn.Module):
         With a cache and tgt_mask None, the new tokens attend to every cached position and causally
         among themselves; a given tgt_mask must then be (B or 1, 1, T, L + T).
         """
-        return F.linear(self.decoder_states(tgt_in, memory, src_mask, tgt_mask, cache), self.output_weight)
+        return self.output_embedding.project(self.decoder_states(tgt_in, memory, src_mask, tgt_mask, cache))
 
     def decoder_states(self, tgt_in: Tensor, memory: Tensor, src_mask: Tensor | None, tgt_mask: Tensor | None,
                        cache: KVCache | None = None) -> Tensor:
@@ -101,13 +100,18 @@ class Transformer(nn.Module):
         return x if self.decoder_norm is None else self.decoder_norm(x)
 
     @property
+    def output_embedding(self) -> TokenEmbedding:
+        """The pre-softmax linear transformation (section 3.4): the shared embedding unless untied."""
+        return self.embedding if self.output is None else self.output
+
+    @property
     def output_weight(self) -> Tensor:
-        """The pre-softmax linear transformation's weight (V, D): the shared embedding unless untied."""
-        return (self.embedding if self.output is None else self.output).weight
+        """Its weight (V, D), for losses that apply it themselves (aiayn.train.chunked_loss)."""
+        return self.output_embedding.weight
 
     def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
         """Teacher-forced logits (B, T, V) for src (B, S) and tgt_in (B, T), masks built from pad_id."""
-        return F.linear(self.features(src, tgt_in), self.output_weight)
+        return self.output_embedding.project(self.features(src, tgt_in))
 
     def features(self, src: Tensor, tgt_in: Tensor) -> Tensor:
         """Teacher-forced decoder states (B, T, D), before the output projection (for the chunked loss)."""

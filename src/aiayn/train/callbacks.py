@@ -25,7 +25,6 @@ from aiayn.progress import clock, eta
 log = logging.getLogger(__name__)
 
 
-
 def ends_update(trainer: L.Trainer, batch_idx: int) -> bool:
     """Whether the micro-batch just trained ended an optimizer update (the last of its accumulation, or of the
     epoch), from Lightning's public counters."""

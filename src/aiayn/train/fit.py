@@ -22,9 +22,9 @@ from aiayn import tracking
 from aiayn.data.datamodule import TranslationDataModule
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.io import atomic_write_json, atomic_write_text, read_json
+from aiayn.progress import on_terminal
 from aiayn.train.callbacks import (AtomicCheckpointIO, CurveWriter, RngState, RunIdentity, RunProgress,
                                    ValidatedCheckpoint)
-from aiayn.progress import on_terminal
 from aiayn.train.mfu import MFUMonitor
 from aiayn.train.module import TranslationModule
 from aiayn.train.run_dir import fingerprint, lock_run_dir, resume_checkpoint, stored_step
