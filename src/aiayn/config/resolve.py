@@ -127,6 +127,8 @@ def validate(cfg: DictConfig) -> None:
         )
     if cfg.decode.beam_size < 1:
         raise ConfigError(f"decode.beam_size={cfg.decode.beam_size} must be >= 1")
+    if cfg.decode.compact_every is not None and cfg.decode.compact_every < 1:
+        raise ConfigError(f"decode.compact_every={cfg.decode.compact_every} must be >= 1 (null: by device)")
     for key in ("train_size", "valid_size", "test_size", "vocab_size"):
         if cfg.data[key] < 1:
             raise ConfigError(f"data.{key}={cfg.data[key]} must be >= 1")

@@ -1,17 +1,22 @@
 """Beam search with the GNMT length penalty (section 6.1), batched over sentences, over `encode`/`decode`.
 
-Dimensions: B sentences, n sentences still searching, K beam size, V vocabulary, t output tokens so far.
+Dimensions: B sentences, n sentences in the batch being decoded, K beam size, V vocabulary, t output tokens so far,
+L the longest output allowed plus one.
 Each step extends the K live hypotheses of a sentence by every token and keeps the 2K best extensions: those
 ending in EOS join the sentence's finished pool (its best K by length-penalised score are kept), the best K
 others become the live hypotheses (as tensor2tensor's beam search did). A sentence stops when its pool holds K
 hypotheses and no live one can still enter it, or when it reaches its length limit, where only EOS is allowed.
+
+Everything stays on the device: the pools are tensors, and the host reads the search only when sentences that
+stopped leave the batch, every `compact_every` steps (1: every step, which decodes only what is needed; on a GPU
+a larger value trades a few wasted rows for no host round-trip on the other steps), and once at the end.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from aiayn.decode.step import Stepper, force_eos, max_output_lengths
@@ -28,12 +33,37 @@ class Hypothesis:
 
 @dataclass
 class _Live:
-    """The live hypotheses of the sentences still searching; row i * K + j is beam j of sentence i."""
+    """The live hypotheses of the sentences in the batch; row i * K + j is beam j of sentence i."""
 
     tokens: Tensor  # (n * K, t + 1), BOS first
     logprob: Tensor  # (n, K)
     limits: Tensor  # (n,) maximum output tokens, EOS not counted
     sent_ids: Tensor  # (n,) index of each sentence in the input batch
+    searching: Tensor  # (n,) bool: false once the sentence stopped (it leaves the batch at the next compaction)
+
+
+@dataclass
+class _Pools:
+    """Each input sentence's finished hypotheses, its best K by score first; empty slots score -inf."""
+
+    score: Tensor  # (B, K) float64: logprob / lp(|Y|), computed in double as a Python float would be
+    logprob: Tensor  # (B, K) float32
+    tokens: Tensor  # (B, K, L) long, without BOS and EOS; positions from `length` on are never read
+    length: Tensor  # (B, K) long
+
+    @classmethod
+    def empty(cls, n_sent: int, beam_size: int, width: int, device: torch.device) -> _Pools:
+        return cls(torch.full((n_sent, beam_size), -torch.inf, dtype=torch.float64, device=device),
+                   torch.full((n_sent, beam_size), -torch.inf, device=device),
+                   torch.zeros(n_sent, beam_size, width, dtype=torch.long, device=device),
+                   torch.zeros(n_sent, beam_size, dtype=torch.long, device=device))
+
+    def to_hypotheses(self) -> list[list[Hypothesis]]:
+        """The pools as Python lists, best first, empty slots left out (the search's one read at the end)."""
+        score, logprob, tokens, length = (t.tolist() for t in (self.score, self.logprob, self.tokens, self.length))
+        return [[Hypothesis(tokens=toks[:n], score=s, logprob=lp)
+                 for s, lp, toks, n in zip(*sentence) if s != -torch.inf]
+                for sentence in zip(score, logprob, tokens, length)]
 
 
 def length_penalty(length: int | Tensor, alpha: float) -> float | Tensor:
@@ -45,33 +75,38 @@ def length_penalty(length: int | Tensor, alpha: float) -> float | Tensor:
 
 
 def beam_search(model: nn.Module, src: Tensor, *, beam_size: int, alpha: float, max_len_b: int, bos_id: int,
-                eos_id: int, pad_id: int, incremental: bool = True) -> list[list[Hypothesis]]:
+                eos_id: int, pad_id: int, incremental: bool = True, compact_every: int = 1) -> list[list[Hypothesis]]:
     """Up to `beam_size` hypotheses per source sentence, best first, in input order (section 6.1).
 
     `src` (B, S) ends each sentence with EOS and is right-padded with `pad_id`; output is limited to input
     length + `max_len_b` tokens (docs/departures.md#decode-max-length). `incremental` decodes with a key/value
-    cache instead of recomputing prefixes.
+    cache instead of recomputing prefixes. Sentences that stopped leave the batch every `compact_every` steps, the
+    only steps that wait for the device; the hypotheses do not depend on it (up to the floating-point effect of
+    the batch's size on the model's kernels).
     """
     if beam_size < 1:
         raise ValueError(f"beam_size must be >= 1, got {beam_size}")
     if alpha < 0:
         raise ValueError(f"alpha (length penalty) must be >= 0 for the stopping bound, got {alpha}")
+    if compact_every < 1:
+        raise ValueError(f"compact_every must be >= 1, got {compact_every}")
     stepper = Stepper(model, src, pad_id=pad_id, bos_id=bos_id, repeats=beam_size, incremental=incremental)
     live = _initial_live(src, beam_size, max_len_b, bos_id, pad_id)
-    finished: list[list[Hypothesis]] = [[] for _ in range(src.size(0))]
-    step = 0
-    while live.sent_ids.numel() > 0:
+    last_step = int(live.limits.max())  # every sentence has stopped after this step: one read per batch
+    pools = _Pools.empty(src.size(0), beam_size, last_step + 1, src.device)
+    for step in range(last_step + 1):
         at_limit = (live.limits == step).repeat_interleave(beam_size)  # (n * K,)
         lprobs = force_eos(stepper.log_probs(live.tokens), at_limit, eos_id)  # (n * K, V)
         cand_lp, cand_beam, cand_tok = _top_candidates(live.logprob, lprobs, beam_size)  # (n, 2K) each
-        _collect_finished(finished, live, cand_lp, cand_beam, cand_tok, step=step, alpha=alpha, eos_id=eos_id)
+        _collect_finished(pools, live, cand_lp, cand_beam, cand_tok, step=step, alpha=alpha, eos_id=eos_id)
         next_lp, next_beam, next_tok = _select_live(cand_lp, cand_beam, cand_tok, beam_size, eos_id)  # (n, K)
-        done = _sentences_done(finished, live, next_lp, step=step, alpha=alpha)  # (n,)
-        live, index = _advance(live, next_lp, next_beam, next_tok, done)
-        if index.numel() > 0:
-            stepper.select(index)
-        step += 1
-    return finished
+        live.searching &= ~_sentences_done(pools, live, next_lp, step=step, alpha=alpha)
+        keep = live.searching.nonzero().flatten() if (step + 1) % compact_every == 0 else None  # host read
+        live, index = _advance(live, next_lp, next_beam, next_tok, keep)
+        if index.numel() == 0:
+            break
+        stepper.select(index)
+    return pools.to_hypotheses()
 
 
 def _initial_live(src: Tensor, beam_size: int, max_len_b: int, bos_id: int, pad_id: int) -> _Live:
@@ -81,7 +116,8 @@ def _initial_live(src: Tensor, beam_size: int, max_len_b: int, bos_id: int, pad_
     logprob[:, 1:] = -torch.inf
     tokens = torch.full((n_sent * beam_size, 1), bos_id, dtype=torch.long, device=src.device)
     limits = max_output_lengths(src, pad_id, max_len_b)
-    return _Live(tokens, logprob, limits, torch.arange(n_sent, device=src.device))
+    searching = torch.ones(n_sent, dtype=torch.bool, device=src.device)
+    return _Live(tokens, logprob, limits, torch.arange(n_sent, device=src.device), searching)
 
 
 def _top_candidates(logprob: Tensor, lprobs: Tensor, beam_size: int) -> tuple[Tensor, Tensor, Tensor]:
@@ -93,22 +129,31 @@ def _top_candidates(logprob: Tensor, lprobs: Tensor, beam_size: int) -> tuple[Te
     return cand_lp, flat // vocab, flat % vocab
 
 
-def _collect_finished(finished: list[list[Hypothesis]], live: _Live, cand_lp: Tensor, cand_beam: Tensor,
-                      cand_tok: Tensor, *, step: int, alpha: float, eos_id: int) -> None:
-    """Moves candidates ending in EOS into their sentence's pool, which keeps its best K by score."""
-    beam_size = live.logprob.size(1)
-    is_final = (cand_tok == eos_id) & torch.isfinite(cand_lp)  # (n, 2K)
-    if not bool(is_final.any()):
-        return
+def _collect_finished(pools: _Pools, live: _Live, cand_lp: Tensor, cand_beam: Tensor, cand_tok: Tensor, *,
+                      step: int, alpha: float, eos_id: int) -> None:
+    """Merges the candidates ending in EOS into their sentence's pool, which keeps its best K by score.
+
+    Equal scores keep the earlier hypothesis first: the pool's own, then the candidates in their order (a stable
+    sort of pool + candidates).
+    """
+    n_sent, beam_size = live.logprob.shape
+    n_cand = cand_lp.size(1)
+    # A stopped sentence's rows stay in the batch until the next compaction. The stopping bound already keeps
+    # their finals out of its pool; the mask makes that exact, not only up to the bound's float32 rounding.
+    is_final = (cand_tok == eos_id) & torch.isfinite(cand_lp) & live.searching[:, None]  # (n, 2K)
     penalty = length_penalty(step + 1, alpha)  # the step output tokens plus EOS
-    sentences, _ = is_final.nonzero(as_tuple=True)  # row-major, the order boolean indexing uses below
-    rows = sentences * beam_size + cand_beam[is_final]
-    sent_ids = live.sent_ids[sentences].tolist()
-    for sent, tokens, logprob in zip(sent_ids, live.tokens[rows, 1:].tolist(), cand_lp[is_final].tolist()):
-        pool = finished[sent]
-        pool.append(Hypothesis(tokens=tokens, score=logprob / penalty, logprob=logprob))
-        pool.sort(key=lambda hyp: -hyp.score)  # stable: on equal scores the earlier hypothesis stays first
-        del pool[beam_size:]
+    score = torch.where(is_final, cand_lp.double() / penalty, -torch.inf)  # (n, 2K)
+    rows = (torch.arange(n_sent, device=cand_beam.device)[:, None] * beam_size + cand_beam).flatten()  # (n * 2K,)
+    width = pools.tokens.size(-1)
+    tokens = F.pad(live.tokens[rows, 1:], (0, width - step), value=0).view(n_sent, n_cand, width)  # (n, 2K, L)
+    ids = live.sent_ids
+    merged_score = torch.cat([pools.score[ids], score], dim=1)  # (n, 3K)
+    order = merged_score.sort(dim=1, descending=True, stable=True).indices[:, :beam_size]  # (n, K)
+    pools.score[ids] = merged_score.gather(1, order)
+    pools.logprob[ids] = torch.cat([pools.logprob[ids], cand_lp], dim=1).gather(1, order)
+    pools.length[ids] = torch.cat([pools.length[ids], torch.full_like(cand_tok, step)], dim=1).gather(1, order)
+    merged_tokens = torch.cat([pools.tokens[ids], tokens], dim=1)  # (n, 3K, L)
+    pools.tokens[ids] = merged_tokens.gather(1, order[:, :, None].expand(-1, -1, width))
 
 
 def _select_live(cand_lp: Tensor, cand_beam: Tensor, cand_tok: Tensor, beam_size: int,
@@ -120,30 +165,27 @@ def _select_live(cand_lp: Tensor, cand_beam: Tensor, cand_tok: Tensor, beam_size
 
 
 # Departure: see docs/departures.md#decode-early-stop
-def _sentences_done(finished: list[list[Hypothesis]], live: _Live, next_lp: Tensor, *, step: int,
-                    alpha: float) -> Tensor:
-    """Which sentences stop now: at their length limit, or with K finished that no live hypothesis can beat.
+def _sentences_done(pools: _Pools, live: _Live, next_lp: Tensor, *, step: int, alpha: float) -> Tensor:
+    """Which sentences stop now (n,): at their length limit, or with K finished that no live hypothesis can beat.
 
     A live hypothesis can at best keep its log-probability (it only falls) and reach the largest length
-    penalty, lp(limit + 1), as alpha >= 0; if that bound does not exceed the K-th finished score, stop.
+    penalty, lp(limit + 1), as alpha >= 0; if that bound does not exceed the K-th finished score, stop. A pool
+    with an empty slot has -inf there, which only a -inf bound reaches, and then no live hypothesis is left.
     """
-    beam_size = next_lp.size(1)
     best = next_lp[:, 0]  # (n,)
-    bounds = (best / length_penalty(live.limits + 1, alpha)).tolist()
-    done = []
-    for sent, limit, best_lp, bound in zip(live.sent_ids.tolist(), live.limits.tolist(), best.tolist(), bounds):
-        pool = finished[sent]
-        full = len(pool) == beam_size and bound <= pool[-1].score
-        done.append(limit == step or full or best_lp == -math.inf)
-    return torch.tensor(done, dtype=torch.bool, device=next_lp.device)
+    bound = (best / length_penalty(live.limits + 1, alpha)).double()  # (n,)
+    return (live.limits == step) | (bound <= pools.score[live.sent_ids, -1]) | (best == -torch.inf)
 
 
 def _advance(live: _Live, next_lp: Tensor, next_beam: Tensor, next_tok: Tensor,
-             done: Tensor) -> tuple[_Live, Tensor]:
-    """Extends the surviving beams by their new tokens and drops finished sentences; returns the row index."""
+             keep: Tensor | None) -> tuple[_Live, Tensor]:
+    """Extends the beams by their new tokens, keeping only the sentences `keep` (None: all); returns the row index."""
     n_sent, beam_size = next_lp.shape
-    keep = (~done).nonzero().flatten()  # (n',)
     parents = torch.arange(n_sent, device=next_beam.device)[:, None] * beam_size + next_beam  # (n, K)
-    index = parents[keep].flatten()  # (n' * K,)
-    tokens = torch.cat([live.tokens[index], next_tok[keep].reshape(-1, 1)], dim=1)  # (n' * K, t + 2)
-    return _Live(tokens, next_lp[keep], live.limits[keep], live.sent_ids[keep]), index
+    limits, sent_ids, searching = live.limits, live.sent_ids, live.searching
+    if keep is not None:
+        parents, next_lp, next_tok = parents[keep], next_lp[keep], next_tok[keep]
+        limits, sent_ids, searching = limits[keep], sent_ids[keep], searching[keep]
+    index = parents.flatten()  # (n' * K,)
+    tokens = torch.cat([live.tokens[index], next_tok.reshape(-1, 1)], dim=1)  # (n' * K, t + 2)
+    return _Live(tokens, next_lp, limits, sent_ids, searching), index

@@ -22,11 +22,13 @@ def max_output_lengths(src: Tensor, pad_id: int, max_len_b: int) -> Tensor:
 
 
 def force_eos(lprobs: Tensor, at_limit: Tensor, eos_id: int) -> Tensor:
-    """Rows that reached their length limit may only emit EOS (keeping the model's EOS log-probability)."""
-    if bool(at_limit.any()):
-        eos_lprob = lprobs[at_limit, eos_id]
-        lprobs[at_limit] = -torch.inf
-        lprobs[at_limit, eos_id] = eos_lprob
+    """Rows that reached their length limit may only emit EOS (keeping the model's EOS log-probability).
+
+    In place on `lprobs` (N, V), by masks rather than by the rows' indices, so the host never waits for the device.
+    """
+    eos_lprob = lprobs[:, eos_id].clone()  # (N,)
+    lprobs.masked_fill_(at_limit[:, None], -torch.inf)
+    lprobs[:, eos_id] = eos_lprob
     return lprobs
 
 

@@ -56,7 +56,8 @@ def decode_split(cfg: DictConfig, model, tokenizer, split: str, device
     hyps = translate(
         model, tokenizer, sources, strategy=cfg.decode.strategy, beam_size=cfg.decode.beam_size,
         alpha=cfg.decode.length_penalty, max_len_b=cfg.decode.max_len_b, batch_tokens=cfg.decode.batch_tokens,
-        device=device, progress=Progress(f"decode {split} ({cfg.decode.strategy})", len(sources), "sentences"),
+        device=device, compact_every=cfg.decode.compact_every,
+        progress=Progress(f"decode {split} ({cfg.decode.strategy})", len(sources), "sentences"),
     )
     return hyps, refs, len(sources) / max(time.perf_counter() - start, 1e-9), sources
 
