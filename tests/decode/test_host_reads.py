@@ -7,7 +7,7 @@ import torch
 from aiayn.decode import beam_search, greedy_search
 from aiayn.decode.translate import default_compact_every
 
-from .host_reads import HostReads
+from tests.host_reads import HostReads
 from .test_beam import TABLE, DEFAULT, _src
 
 SPECIAL = dict(bos_id=2, eos_id=3, pad_id=0)

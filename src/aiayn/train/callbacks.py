@@ -54,9 +54,9 @@ class RunProgress(L.Callback):
         self.tokens["src"] += n_src * trainer.world_size
         self.tokens["tgt"] += n_tgt * trainer.world_size
         self._window_tokens += n_src + n_tgt
-        self._train_loss = trainer.callback_metrics.get("train/loss", self._train_loss)  # a reference: no sync
         step = trainer.global_step
         if step % self.log_every_steps == 0 and ends_update(trainer, batch_idx):
+            self._read_train_loss(trainer)
             now = time.perf_counter()
             tokens_per_s = self._window_tokens / max(now - self._window_t0, 1e-9)
             lr = trainer.optimizers[0].param_groups[0]["lr"]
@@ -70,11 +70,19 @@ class RunProgress(L.Callback):
                          float(self._train_loss), lr, tokens_per_s, clock(self.elapsed()),
                          eta(step - self._start_step, trainer.max_steps - self._start_step, session))
 
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._read_train_loss(trainer)
+
+    def _read_train_loss(self, trainer: L.Trainer) -> None:
+        """The loss the module logged last (it logs on these steps only). Only here: `trainer.callback_metrics`
+        turns the progress-bar metrics into Python floats, a host-device sync on every access."""
+        self._train_loss = trainer.callback_metrics.get("train/loss", self._train_loss)
+
     def elapsed(self) -> float:
         return self.wall_time_s + time.perf_counter() - self._t0
 
     def train_loss(self) -> float:
-        """The last training step's loss, also after a resume that had nothing left to train."""
+        """The last logged training loss, also after a resume that had nothing left to train."""
         return float(self._train_loss)
 
     def state_dict(self) -> dict[str, Any]:

@@ -46,7 +46,9 @@ class TranslationModule(L.LightningModule):
         loss = loss_sum / n_tokens
         self._flag_if_not_finite(loss)
         if self._logging_step():
-            self.log("train/loss", loss.detach(), prog_bar=True)
+            # Lightning turns progress-bar metrics into Python floats after every batch, a host-device sync per
+            # step, so the loss goes to the bar only when one is drawn (a terminal); logs and loggers get it anyway.
+            self.log("train/loss", loss.detach(), prog_bar=self.trainer.progress_bar_callback is not None)
             self.log("train/nll", nll_sum.detach() / n_tokens)
         return loss
 
