@@ -2,7 +2,8 @@
 
 On a GPU, `torch.cuda.set_sync_debug_mode` reports them (bench/gpu_check.py does); here a TorchFunctionMode sees
 every torch call and counts the ones whose result the host must read: a tensor turned into a Python value, a
-nonzero, or indexing by a boolean mask (its result's size depends on the data).
+nonzero, or indexing by a boolean mask (its result's size depends on the data); and, as uploads, tensors made
+from host data (`torch.tensor`), which on a GPU is a copy that waits for the device before it starts.
 """
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import torch
 from torch import Tensor
 from torch.overrides import TorchFunctionMode
 
+UPLOADS = {"tensor", "as_tensor"}
 READS = {"item", "tolist", "__bool__", "__int__", "__float__", "__index__", "nonzero", "numpy", "masked_select",
          "unique", "unique_consecutive", "argwhere"}
 
@@ -23,7 +25,8 @@ def _has_bool_tensor(value) -> bool:
 
 
 class HostReads(TorchFunctionMode):
-    """`with HostReads() as reads:` ... `reads.count`, `reads.names` (each read's function name, in order)."""
+    """`with HostReads() as reads:` ... `reads.count`, `reads.names` (each read's or upload's function name, in
+    order)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -37,6 +40,6 @@ class HostReads(TorchFunctionMode):
         name = getattr(func, "__name__", str(func))
         index_by_mask = name in ("__getitem__", "__setitem__", "index_put_", "index_put") and len(args) > 1 \
             and _has_bool_tensor(args[1])
-        if name in READS or index_by_mask:
+        if name in READS or name in UPLOADS or index_by_mask:
             self.names.append(name)
         return func(*args, **(kwargs or {}))

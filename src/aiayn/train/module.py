@@ -84,9 +84,9 @@ class TranslationModule(L.LightningModule):
 
     def _flag_if_not_finite(self, value: torch.Tensor) -> None:
         """Record the current step in `first_bad_step` if `value` is NaN or infinite (on the device: no sync)."""
-        bad = ~torch.isfinite(value) & (self.first_bad_step < 0)
-        self.first_bad_step = torch.where(bad, torch.tensor(self.global_step, device=value.device),
-                                          self.first_bad_step)
+        # In place with the step as a Python scalar: no new tensor from the host (on a GPU, torch.tensor(step,
+        # device=...) is a copy that waits for the device), no buffer reassignment.
+        self.first_bad_step.masked_fill_(~torch.isfinite(value) & (self.first_bad_step < 0), self.global_step)
 
     def check_finite(self) -> None:
         """Raise with the step number if any loss so far was NaN or infinite (one host sync)."""
