@@ -79,23 +79,54 @@ def newstest(args: argparse.Namespace) -> None:
     amp = torch.autocast("cuda", dtype=torch.bfloat16, enabled=args.device.startswith("cuda"))
     batches = batch_by_length([len(s) for s in sources], args.batch_tokens)
 
-    def run(subset: list[list[int]]) -> tuple[float, int]:
+    def run(subset: list[list[int]], compact_every: int) -> tuple[float, int]:
         start, tokens = time.perf_counter(), 0
         with torch.inference_mode(), amp:
             for batch in subset:
                 src = pad_batch([sources[i] for i in batch], PAD, args.device)
                 hyps = beam_search(model, src, beam_size=args.beam_size, alpha=0.6, max_len_b=50, bos_id=BOS,
-                                   eos_id=EOS, pad_id=PAD)
+                                   eos_id=EOS, pad_id=PAD, compact_every=compact_every)
                 tokens += sum(len(h[0].tokens) for h in hyps)
         return time.perf_counter() - start, tokens
 
-    run(batches[:2])  # warm-up
-    seconds, tokens = run(batches)
-    print(f"newstest-size input: {len(sources)} sentences ({int(lengths.sum())} source tokens) in {len(batches)} "
-          f"batches of <= {args.batch_tokens} tokens, {args.shape} on {args.device}: {seconds:.1f} s, "
-          f"{len(sources) / seconds:.1f} sentences/s, {tokens / seconds:.0f} output tokens/s")
+    compacts = [int(c) for c in args.compact_every.split(",")]
+    run(batches[:2], compacts[0])  # warm-up
+    results = {}
+    for compact in compacts:
+        seconds, tokens = results[compact] = run(batches, compact)
+        print(f"newstest-size input: {len(sources)} sentences ({int(lengths.sum())} source tokens) in {len(batches)} "
+              f"batches of <= {args.batch_tokens} tokens, {args.shape} on {args.device}, compact_every {compact}: "
+              f"{seconds:.1f} s, {len(sources) / seconds:.1f} sentences/s, {tokens / seconds:.0f} output tokens/s")
+    if args.device.startswith("cuda"):
+        for compact in compacts:
+            per_step = syncs_per_step(model, [sources[i] for i in batches[len(batches) // 2]], args, amp, compact)
+            print(f"RESULT decode_host_syncs_per_step_compact{compact} {per_step:.2f}")
+    for compact in compacts[1:]:
+        print(f"RESULT decode_newstest_s_compact{compact} {results[compact][0]:.2f}")
+    seconds = results[compacts[0]][0]
     print(f"RESULT decode_newstest_sentences_per_s {len(sources) / seconds:.2f}")
     print(f"RESULT decode_newstest_s {seconds:.2f}")
+
+
+def syncs_per_step(model: nn.Module, batch: list[list[int]], args: argparse.Namespace, amp, compact_every: int
+                   ) -> float:
+    """Host-device synchronisations per decoding step of one batch, as CUDA's sync debug mode reports them."""
+    import warnings
+
+    src = pad_batch(batch, PAD, args.device)
+    steps = int((src != PAD).sum(dim=1).max()) + args.extra + 1  # FixedLength: the longest output, EOS included
+    with warnings.catch_warnings(record=True) as caught, torch.inference_mode(), amp:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            beam_search(model, src, beam_size=args.beam_size, alpha=0.6, max_len_b=50, bos_id=BOS, eos_id=EOS,
+                        pad_id=PAD, compact_every=compact_every)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    found = [w for w in caught if "synchroniz" in str(w.message)]
+    for w in found[:3]:
+        print(f"host sync (compact_every {compact_every}): {w.filename}:{w.lineno}: {str(w.message)[:100]}")
+    return len(found) / steps
 
 
 def main() -> None:
@@ -113,6 +144,9 @@ def main() -> None:
                              "--shape base --vocab 37000 --device cuda, as bench/gpu_check.sh does)")
     parser.add_argument("--sentences", type=int, default=3003, help="with --newstest")
     parser.add_argument("--batch-tokens", type=int, default=4096, help="with --newstest: decode.batch_tokens")
+    parser.add_argument("--compact-every", default="8,1",
+                        help="with --newstest: decode.compact_every values to time, comma-separated; the first is "
+                             "the headline (8: the GPU default; 1: the search reading the device every step)")
     parser.add_argument("--threads", type=int, default=1,
                         help="intra-op threads; 1 by default: on shared cores, thread barriers dominate small ops")
     args = parser.parse_args()
