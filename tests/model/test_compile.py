@@ -1,0 +1,53 @@
+"""train.compile: torch.compile traces the model once per kind of shape, without graph breaks, and computes the same.
+
+Batches vary in size and length every step, so a compiled model that specialised on each shape would recompile
+all run long. Dynamo marks a dimension dynamic when it first sees it change, so after warm-up the graphs are: the
+first static one, one dynamic one, and one per size-1 dimension (a batch of one long sentence, a one-token target),
+which it specialises. Checked with the eager backend (Dynamo's tracing without Inductor's code generation).
+"""
+from __future__ import annotations
+
+import torch
+from torch._dynamo.utils import counters
+
+from aiayn.model import ModelConfig, Transformer
+from aiayn.train.loss import label_smoothed_nll_loss
+
+SHAPES = [(16, 24, 25), (80, 5, 7), (30, 13, 12), (1, 60, 70), (12, 33, 1), (7, 2, 9), (40, 10, 10), (3, 41, 38),
+          (1, 70, 62), (9, 3, 1), (64, 6, 6)]  # (sentences, source length, target length)
+
+
+def _batch(gen: torch.Generator, sentences: int, src_len: int, tgt_len: int):
+    src = torch.randint(4, 100, (sentences, src_len), generator=gen)
+    src[0, src_len - 1:] = 0  # a padded position
+    tgt = torch.randint(4, 100, (sentences, tgt_len + 1), generator=gen)
+    return src, tgt[:, :-1], tgt[:, 1:]
+
+
+def test_varying_batch_shapes_compile_a_bounded_number_of_graphs_and_match_eager():
+    torch._dynamo.reset()
+    counters.clear()
+    torch.manual_seed(0)
+    eager = Transformer(ModelConfig(n_layers=1, d_model=32, d_ff=64, n_heads=2, d_k=16, d_v=16, dropout=0.0), 100, 0)
+    compiled = Transformer(ModelConfig(n_layers=1, d_model=32, d_ff=64, n_heads=2, d_k=16, d_v=16, dropout=0.0),
+                           100, 0)
+    compiled.load_state_dict(eager.state_dict())
+    compiled.compile(backend="eager")  # as fit.py does for train.compile, without code generation
+    gen = torch.Generator().manual_seed(0)
+    graphs = []
+    for shape in SHAPES:
+        src, tgt_in, tgt_out = _batch(gen, *shape)
+        losses = []
+        for model in (eager, compiled):
+            model.zero_grad()
+            loss, _ = label_smoothed_nll_loss(model(src, tgt_in), tgt_out, 0.1, 0)
+            loss.backward()
+            losses.append(loss.detach())
+        torch.testing.assert_close(losses[1], losses[0], rtol=1e-5, atol=1e-5)
+        for p, q in zip(compiled.parameters(), eager.parameters()):
+            torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-6)
+        graphs.append(counters["stats"]["unique_graphs"])
+    assert not counters["graph_break"], dict(counters["graph_break"])
+    # static, dynamic, batch of one, target of one; then nothing new however the shapes vary
+    assert graphs[-1] <= 4
+    assert graphs[-1] == graphs[5], graphs
