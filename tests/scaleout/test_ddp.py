@@ -12,30 +12,38 @@ import torch
 from aiayn.config import compose
 from aiayn.data.batching import TokenBatchSampler
 from aiayn.data.binary import EncodedSplit
-from aiayn.train.fit import accumulation
+from aiayn.train.fit import batching
 from aiayn.train.module import TranslationModule
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("overrides, expected", [
-    (["trainer=cpu"], 1),  # smoke: batch_tokens 1024 = max_tokens
-    (["trainer=cpu", "train.max_tokens=256"], 4),
-    (["trainer=ddp_cpu", "train.max_tokens=256"], 2),
-    (["trainer=ddp_cpu", "train.max_tokens=256", "trainer.num_nodes=2"], 1),
-    (["trainer=cpu", "train.max_tokens=256", "trainer.devices=auto"], 4),  # "auto" on CPU is one process
-    (["trainer=cpu", "train.max_tokens=300"], 4),  # rounds up: an update never sees fewer tokens than asked
+    (["trainer=cpu"], (1, 1024)),  # smoke: batch_tokens 1024 = max_tokens
+    (["trainer=cpu", "train.max_tokens=256"], (4, 256)),
+    (["trainer=ddp_cpu", "train.max_tokens=256"], (2, 256)),
+    (["trainer=ddp_cpu", "train.max_tokens=256", "trainer.num_nodes=2"], (1, 256)),
+    (["trainer=cpu", "train.max_tokens=256", "trainer.devices=auto"], (4, 256)),  # "auto" on CPU is one process
+    # 4 micro-batches of at most 300: each gets 256, so the update is 1024 tokens, not 1200
+    (["trainer=cpu", "train.max_tokens=300"], (4, 256)),
+    # more devices than one update needs split it: 2 x 512, not 2 x 1024
+    (["trainer=ddp_cpu"], (1, 512)),
+    (["trainer=ddp_cpu", "trainer.num_nodes=3"], (1, 171)),  # ceil(1024 / 6): never fewer tokens than asked
 ])
-def test_accumulation_keeps_the_effective_batch(overrides: list[str], expected: int) -> None:
-    assert accumulation(compose(["scale=smoke", *overrides])) == expected
+def test_an_update_sees_batch_tokens_whatever_the_device_count(overrides: list[str], expected) -> None:
+    accumulate, micro = batching(compose(["scale=smoke", *overrides]))
+    assert (accumulate, micro) == expected
+    world = 2 * (3 if "trainer.num_nodes=3" in overrides else 2 if "trainer.num_nodes=2" in overrides else 1) \
+        if "trainer=ddp_cpu" in overrides else 1
+    assert 1024 <= accumulate * micro * world < 1024 + accumulate * world
 
 
 def test_gpu_device_lists_count_as_lightning_counts_them() -> None:
     if not torch.cuda.is_available():
         with pytest.raises(Exception, match="GPU|CUDA|cuda|gpu"):
-            accumulation(compose(["scale=smoke", "trainer=ddp"]))
+            batching(compose(["scale=smoke", "trainer=ddp"]))
     else:
-        assert accumulation(compose(["scale=smoke", "trainer=gpu", "train.max_tokens=256"])) == 4
+        assert batching(compose(["scale=smoke", "trainer=gpu", "train.max_tokens=256"])).accumulate == 4
 
 
 def test_two_rank_shards_interleave_into_the_single_process_order(smoke_data: Path) -> None:

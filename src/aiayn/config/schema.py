@@ -141,7 +141,9 @@ class TrainConfig:
     max_steps: int = relative(100_000)
     batch_tokens: int = relative(25_000)  # per optimizer step, source and target each (section 5.1), all devices
     # together
-    max_tokens: int = 4096  # per micro-batch on one device; accumulation = batch_tokens / (max_tokens * devices)
+    # most tokens per micro-batch on one device; accumulation = ceil(batch_tokens / (max_tokens * devices)), then
+    # micro-batches of batch_tokens / (devices * accumulation) (aiayn.train.fit.batching)
+    max_tokens: int = 4096
     lr_factor: float = 1.0  # multiplies Eq. 3; 1.0 is the paper
     warmup_steps: int = relative(4000)
     adam_beta1: float = 0.9

@@ -11,7 +11,7 @@ import logging
 import math
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import lightning as L
 import torch
@@ -59,10 +59,20 @@ def checkpoint_callbacks(cfg: DictConfig, ckpt_dir: Path) -> list[ModelCheckpoin
     return callbacks
 
 
-def accumulation(cfg: DictConfig) -> int:
-    """Micro-batches per update so that an update sees about train.batch_tokens tokens on any device count.
+class Batching(NamedTuple):
+    accumulate: int  # micro-batches per update on each device
+    micro_tokens: int  # token budget of one micro-batch (source and target each, padding included)
 
-    Devices are counted as Lightning will count them: an int, -1 (all), "auto", "0,1" or a list of GPU indices.
+
+def batching(cfg: DictConfig) -> Batching:
+    """Micro-batches per update and their size, so that an update of all devices sees about train.batch_tokens.
+
+    accumulate = ceil(batch_tokens / (max_tokens x devices)); then each micro-batch gets
+    ceil(batch_tokens / (devices x accumulate)) <= max_tokens tokens, so that more devices split the paper's update
+    instead of multiplying it (8 GPUs at max_tokens 12500 would otherwise update on 100k tokens, 4x the paper's
+    25k; they get 3125 each, as the paper's 8 P100s did). On one device with batch_tokens a multiple of max_tokens
+    (every shipped scale) the micro-batch is max_tokens. Devices are counted as Lightning will count them: an int,
+    -1 (all), "auto", "0,1" or a list of GPU indices.
     """
     from lightning.pytorch.accelerators import CPUAccelerator, CUDAAccelerator
 
@@ -72,8 +82,10 @@ def accumulation(cfg: DictConfig) -> int:
     kind = CUDAAccelerator if gpu else CPUAccelerator
     if devices == "auto":
         devices = kind.auto_device_count()
-    per_node = len(kind.get_parallel_devices(kind.parse_devices(devices)))
-    return max(1, math.ceil(cfg.train.batch_tokens / (cfg.train.max_tokens * per_node * cfg.trainer.num_nodes)))
+    world = len(kind.get_parallel_devices(kind.parse_devices(devices))) * cfg.trainer.num_nodes
+    t = cfg.train
+    accumulate = max(1, math.ceil(t.batch_tokens / (t.max_tokens * world)))
+    return Batching(accumulate, min(t.max_tokens, math.ceil(t.batch_tokens / (world * accumulate))))
 
 
 def train(cfg: DictConfig) -> dict[str, Any]:
@@ -94,8 +106,9 @@ def _train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     atomic_write_text(run_dir / "config.yaml", OmegaConf.to_yaml(tracking.scrub(OmegaConf.to_container(cfg))))
     L.seed_everything(cfg.seed, workers=True)
     tokenizer = Tokenizer(bpe_dir / "spm.model")
-    datamodule = TranslationDataModule(bpe_dir, max_tokens=cfg.train.max_tokens, seed=cfg.seed,
-                                       num_workers=cfg.train.num_workers)
+    batches = batching(cfg)
+    datamodule = TranslationDataModule(bpe_dir, max_tokens=batches.micro_tokens, seed=cfg.seed,
+                                       num_workers=cfg.train.num_workers, val_max_tokens=cfg.train.max_tokens)
     module = TranslationModule(model=OmegaConf.to_container(cfg.model), train=OmegaConf.to_container(cfg.train),
                                vocab_size=tokenizer.vocab_size, pad_id=tokenizer.pad_id)
     if cfg.train.compile:
@@ -108,7 +121,7 @@ def _train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
         return read_json(run_dir / "train.json")
     progress = RunProgress(cfg.train.log_every_steps)
     curve = CurveWriter(run_dir / "curve.csv", cfg.train.log_every_steps)
-    accumulate = accumulation(cfg)
+    accumulate = batches.accumulate
     # The same wandb run for the same fingerprint: a killed or requeued run continues its history.
     wandb_run = tracking.start_run(cfg, job_type="train", run_id=tracking.stable_run_id(ident))
     loggers = [tracking.lightning_logger(wandb_run)] if wandb_run is not None else False
@@ -129,7 +142,7 @@ def _train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     )
     try:
         trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
-        summary = _summary(cfg, trainer, module, datamodule, progress, tokenizer, accumulate)
+        summary = _summary(cfg, trainer, module, datamodule, progress, tokenizer, batches)
         if trainer.is_global_zero:
             atomic_write_json(run_dir / "train.json", summary)
             tracking.safe_log(wandb_run, {f"final/{k}": v for k, v in summary.items() if isinstance(v, float)})
@@ -139,7 +152,7 @@ def _train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     return summary
 
 
-def _summary(cfg, trainer, module, datamodule, progress, tokenizer, accumulate) -> dict[str, Any]:
+def _summary(cfg, trainer, module, datamodule, progress, tokenizer, batches: Batching) -> dict[str, Any]:
     metrics = trainer.callback_metrics
     if "val/ppl" not in metrics or trainer.global_step % cfg.train.val_every_steps:
         trainer.validate(module, datamodule=datamodule, verbose=False)  # the final weights' validation
@@ -153,7 +166,8 @@ def _summary(cfg, trainer, module, datamodule, progress, tokenizer, accumulate) 
         "val_ppl": float(metrics["val/ppl"]),
         "params": module.model.num_parameters(),
         "vocab_size": tokenizer.vocab_size,
-        "accumulate_grad_batches": accumulate,
+        "accumulate_grad_batches": batches.accumulate,
+        "micro_batch_tokens": batches.micro_tokens,
         "device": {"accelerator": cfg.trainer.accelerator, "count": int(trainer.world_size),
                    "name": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"},
         "precision": str(cfg.trainer.precision),
