@@ -4,7 +4,8 @@ The corpus is the WMT14 sample from ../shared grown to --pairs pairs (seeded res
 lengths are WMT-like. Each figure is printed with a reference measured in the same run:
 - cleaning vs. a plain read+write of the same lines;
 - encode_split (sentencepiece + binary files) vs. bare sentencepiece encoding of a slice;
-- token-count batching's padding vs. random batches of the same mean size (target: at most 5% padding).
+- token-count batching's padding vs. random batches of the same mean size (target: at most 5% padding);
+- train.length_bucket 0, 8, 16: distinct batch shapes per epoch and the padding they cost.
 Usage: python bench/data_pipeline.py [--pairs 1000000] [--vocab-size 8000] [--max-tokens 25000]
 """
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from aiayn.data.batching import TokenBatchSampler, padding_fraction
+from aiayn.data.batching import TokenBatchSampler, padding_fraction, round_up
 from aiayn.data.binary import EncodedSplit, encode_split
 from aiayn.data.clean import CleanOptions, clean_parallel, iter_parallel
 from aiayn.data.tokenizer import Tokenizer, train_tokenizer
@@ -88,6 +89,19 @@ def bench_padding(prefix: Path, max_tokens: int) -> tuple[float, float]:
     return padding_fraction(batches, src_lens, tgt_lens), padding_fraction(random_batches, src_lens, tgt_lens)
 
 
+def bench_buckets(prefix: Path, max_tokens: int, buckets=(0, 8, 16)) -> dict[int, tuple[int, int, float]]:
+    """Per train.length_bucket: (batches, distinct batch shapes (B, S, T), padding fraction) of one epoch."""
+    split = EncodedSplit(prefix)
+    src_lens, tgt_lens = np.asarray(split.src_lens), np.asarray(split.tgt_lens) + 1
+    out = {}
+    for bucket in buckets:
+        batches = list(TokenBatchSampler(src_lens, tgt_lens, max_tokens, shuffle=True, seed=0, bucket=bucket))
+        shapes = {(len(b), *(int(round_up(lens[b].max(keepdims=True), bucket)[0]) for lens in (src_lens, tgt_lens)))
+                  for b in batches}
+        out[bucket] = (len(batches), len(shapes), padding_fraction(batches, src_lens, tgt_lens, bucket))
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=1_000_000)
@@ -116,8 +130,14 @@ def main(argv: list[str] | None = None) -> int:
         verdict = "PASS" if padding <= 0.05 else "FAIL"
         print(f"padding: {padding:.4f} with token-count batches vs {random_padding:.4f} random "
               f"({padding / random_padding:.3f}x); target <= 0.05: {verdict}")
+        buckets = bench_buckets(work / "train", args.max_tokens)
+        for bucket, (n, shapes, pad) in buckets.items():
+            print(f"train.length_bucket={bucket}: {n} batches, {shapes} distinct (B, S, T) shapes, padding {pad:.4f}")
     print(f"RESULT clean_pairs_per_s {clean['read'] / clean_s:.0f}")
     print(f"RESULT peak_rss_mb {peak_mb:.0f}")
+    for bucket, (_, shapes, pad) in buckets.items():
+        print(f"RESULT shapes_bucket{bucket} {shapes}")
+        print(f"RESULT padding_fraction_bucket{bucket} {pad:.4f}")
     print(f"RESULT padding_fraction {padding:.4f}")
     print(f"RESULT encode_sentences_per_s {2 * rate:.0f}")
     return 0

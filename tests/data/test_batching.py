@@ -105,3 +105,34 @@ def test_padding_fraction_is_small_on_realistic_lengths(request):
 
 def test_padding_fraction_exact_value():
     assert padding_fraction([[0, 1]], np.array([2, 4]), np.array([3, 3])) == pytest.approx(1 - 12 / 14)
+
+
+def test_a_length_bucket_rounds_lengths_up_and_gives_few_shapes():
+    src, tgt = _lens(n=20_000)
+    plain = list(TokenBatchSampler(src, tgt, 1000, seed=3))
+    bucketed = TokenBatchSampler(src, tgt, 1000, seed=3, bucket=8)
+    batches = list(bucketed)
+    assert sorted(i for b in batches for i in b) == list(range(len(src)))
+    shapes = set()
+    for b in batches:
+        width_s, width_t = (int(-(-lens[b].max() // 8) * 8) for lens in (src, tgt))
+        assert len(b) * max(width_s, width_t) <= 1000  # the budget counts the padded shapes
+        shapes.add((len(b), width_s, width_t))
+    plain_shapes = {(len(b), int(src[b].max()), int(tgt[b].max())) for b in plain}
+    assert len(shapes) * 5 < len(plain_shapes)
+    # the price: more padding
+    assert padding_fraction(batches, src, tgt, bucket=8) > padding_fraction(plain, src, tgt)
+
+
+def test_bucket_zero_and_one_leave_batching_as_it_was():
+    src, tgt = _lens()
+    plain = list(TokenBatchSampler(src, tgt, 500, seed=1))
+    assert list(TokenBatchSampler(src, tgt, 500, seed=1, bucket=0)) == plain
+    assert list(TokenBatchSampler(src, tgt, 500, seed=1, bucket=1)) == plain
+    with pytest.raises(ValueError, match="length bucket"):
+        TokenBatchSampler(src, tgt, 500, bucket=-8)
+
+
+def test_padding_fraction_counts_the_bucketed_widths():
+    # widths 4 -> 8 and 3 -> 8: 2 sentences x 16 positions, 12 real
+    assert padding_fraction([[0, 1]], np.array([2, 4]), np.array([3, 3]), bucket=8) == pytest.approx(1 - 12 / 32)

@@ -87,3 +87,35 @@ def test_epochs_differ_and_mid_epoch_resume_continues_the_same_order(bpe_dir, tm
     assert by_epoch[0] != by_epoch[1]
     resumed = _fit(bpe_dir, tmp_path / "resume", num_workers, ckpt_path=tmp_path / "step=3.ckpt")
     assert resumed == full[3:]
+
+
+def test_a_length_bucket_pads_to_its_multiples_and_leaves_the_loss_unchanged(bpe_dir):
+    from aiayn.data.batching import Collater
+    from aiayn.model import ModelConfig, Transformer
+    from aiayn.train.loss import label_smoothed_nll_loss
+
+    dm = TranslationDataModule(bpe_dir, max_tokens=400, length_bucket=8)
+    dm.setup("fit")
+    split, tok = dm.splits["train"], dm.tokenizer
+    torch.manual_seed(0)
+    model = Transformer(ModelConfig(n_layers=2, d_model=32, d_ff=64, n_heads=4, d_k=8, d_v=8, dropout=0.0),
+                        tok.vocab_size, tok.pad_id)
+    plain = Collater(split, tok.pad_id, tok.bos_id, tok.eos_id)
+    for _, batch in zip(range(5), dm.train_dataloader()):
+        src, tgt_in = batch["src"], batch["tgt_in"]
+        assert src.size(1) % 8 == 0 and tgt_in.size(1) % 8 == 0
+        assert src.numel() <= 400 and tgt_in.numel() <= 400  # the budget counts the bucketed widths
+        ref = plain(batch["ids"].tolist())
+        assert (src.size(1), tgt_in.size(1)) == (-(-ref["src"].size(1) // 8) * 8, -(-ref["tgt_in"].size(1) // 8) * 8)
+        assert (src[:, :ref["src"].size(1)] == ref["src"]).all() and (src[:, ref["src"].size(1):] == tok.pad_id).all()
+        assert batch["n_src_tokens"] == ref["n_src_tokens"] and batch["n_tgt_tokens"] == ref["n_tgt_tokens"]
+        losses = []
+        for b in (batch, ref):
+            model.zero_grad()
+            loss, _ = label_smoothed_nll_loss(model(b["src"], b["tgt_in"]), b["tgt_out"], 0.1, tok.pad_id)
+            loss.backward()
+            losses.append((loss.detach(), [p.grad.clone() for p in model.parameters()]))
+        # padded positions are masked out of attention and the loss: the same loss and gradients
+        torch.testing.assert_close(losses[0][0], losses[1][0], rtol=1e-5, atol=1e-5)
+        for g, h in zip(losses[0][1], losses[1][1]):
+            torch.testing.assert_close(g, h, rtol=1e-4, atol=1e-5)  # sums over ~400 tokens: float32 order

@@ -96,6 +96,8 @@ def validate(cfg: DictConfig) -> None:
         raise ConfigError(f"train.label_smoothing={t.label_smoothing} must be in [0, 1)")
     if t.grad_clip < 0:
         raise ConfigError(f"train.grad_clip={t.grad_clip} must be >= 0 (0: no clipping)")
+    if t.length_bucket < 0:
+        raise ConfigError(f"train.length_bucket={t.length_bucket} must be >= 0 (0: lengths as they are)")
     if t.loss_chunk_tokens < 0:
         raise ConfigError(f"train.loss_chunk_tokens={t.loss_chunk_tokens} must be >= 0 (0: the whole logits at once)")
     if not (0.0 <= t.adam_beta1 < 1.0 and 0.0 <= t.adam_beta2 < 1.0):

@@ -144,6 +144,10 @@ class TrainConfig:
     # most tokens per micro-batch on one device; accumulation = ceil(batch_tokens / (max_tokens * devices)), then
     # micro-batches of batch_tokens / (devices * accumulation) (aiayn.train.fit.batching)
     max_tokens: int = 4096
+    # 0 = off; K: sentence lengths rounded up to a multiple of K for batching and padding, so batches take few
+    # distinct shapes (compiled and CUDA graphs reused; aiayn.data.batching). The same model and loss on other
+    # batches, with more padding.
+    length_bucket: int = 0
     lr_factor: float = 1.0  # multiplies Eq. 3; 1.0 is the paper
     warmup_steps: int = relative(4000)
     adam_beta1: float = 0.9

@@ -3,6 +3,10 @@
 Each batch holds about `max_tokens` source and `max_tokens` target tokens counted WITH padding
 (batch size x longest sequence, per side), so memory per step is bounded. A single example longer than
 `max_tokens` forms a batch of its own rather than being dropped.
+
+With a length bucket K (train.length_bucket), every length is rounded up to a multiple of K before sorting and
+budgeting, and the collate pads each batch to those rounded lengths: a batch then has one of few shapes (a bucket's
+batches all hold max_tokens // L sentences of padded length L), which compiled graphs and CUDA graphs reuse.
 """
 from __future__ import annotations
 
@@ -14,6 +18,11 @@ import torch
 
 if TYPE_CHECKING:
     from aiayn.data.binary import EncodedSplit
+
+
+def round_up(lengths: np.ndarray, bucket: int) -> np.ndarray:
+    """Lengths rounded up to a multiple of `bucket` (0 or 1: unchanged)."""
+    return lengths if bucket <= 1 else -(-lengths // bucket) * bucket
 
 
 def _greedy_batches(order: np.ndarray, src_lens: np.ndarray, tgt_lens: np.ndarray, max_tokens: int) -> list:
@@ -36,14 +45,19 @@ class TokenBatchSampler:
     """Length-bucketed, token-budgeted, seeded, resumable and DDP-sharded batch sampler.
 
     Each epoch: a (seed, epoch)-seeded permutation is cut into windows of `sort_window` examples, each window is
-    sorted by (max, tgt, src) length and cut into token-budgeted batches, and the batch order is shuffled. The epoch
+    sorted by (max, tgt, src) length (rounded up to `bucket`) and cut into token-budgeted batches, and the batch
+    order is shuffled. The epoch
     counter advances by itself on every new `__iter__` (Lightning does not call `set_epoch` on batch samplers).
     """
 
     def __init__(self, src_lens, tgt_lens, max_tokens: int, shuffle: bool = True, seed: int = 0,
-                 drop_last: bool = False, num_replicas: int = 1, rank: int = 0, sort_window: int = 1 << 20):
-        self.src_lens = np.asarray(src_lens, dtype=np.int64)
-        self.tgt_lens = np.asarray(tgt_lens, dtype=np.int64)
+                 drop_last: bool = False, num_replicas: int = 1, rank: int = 0, sort_window: int = 1 << 20,
+                 bucket: int = 0):
+        if bucket < 0:
+            raise ValueError(f"length bucket must be >= 0, got {bucket}")
+        # Lengths as the batch's tensors will have them: rounded up to the bucket (the collate pads to it).
+        self.src_lens = round_up(np.asarray(src_lens, dtype=np.int64), bucket)
+        self.tgt_lens = round_up(np.asarray(tgt_lens, dtype=np.int64), bucket)
         if self.src_lens.shape != self.tgt_lens.shape:
             raise ValueError(f"src_lens {self.src_lens.shape} and tgt_lens {self.tgt_lens.shape} differ in length")
         if not 0 <= rank < num_replicas:
@@ -111,29 +125,31 @@ class TokenBatchSampler:
         self.epoch, self._start, self._fresh = int(state["epoch"]), int(state["batches_yielded"]), True
 
 
-def padding_fraction(batches, src_lens, tgt_lens) -> float:
-    """Share of padded positions among all positions of the padded (B, S) and (B, T) tensors."""
+def padding_fraction(batches, src_lens, tgt_lens, bucket: int = 0) -> float:
+    """Share of padded positions among all positions of the padded (B, S) and (B, T) tensors (with the collate's
+    length bucket)."""
     src_lens, tgt_lens = np.asarray(src_lens), np.asarray(tgt_lens)
     real = padded = 0
     for b in batches:
         b = np.asarray(b)
         s, t = src_lens[b], tgt_lens[b]
         real += int(s.sum() + t.sum())
-        padded += len(b) * int(s.max() + t.max())
+        padded += len(b) * int(round_up(s.max(keepdims=True), bucket)[0] + round_up(t.max(keepdims=True), bucket)[0])
     return 1.0 - real / padded if padded else 0.0
 
 
 class Collater:
     """Build one padded batch from example indices: numpy arrays first, one conversion to torch per tensor."""
 
-    def __init__(self, split: EncodedSplit, pad_id: int, bos_id: int, eos_id: int):
-        self.split, self.pad_id, self.bos_id, self.eos_id = split, pad_id, bos_id, eos_id
+    def __init__(self, split: EncodedSplit, pad_id: int, bos_id: int, eos_id: int, bucket: int = 0):
+        self.split, self.pad_id, self.bos_id, self.eos_id, self.bucket = split, pad_id, bos_id, eos_id, bucket
 
     def __call__(self, ids: list[int]) -> dict:
         split, ids = self.split, np.asarray(ids, dtype=np.int64)
         src_lens, tgt_lens = split.src_lens[ids], split.tgt_lens[ids] + 1  # +1: BOS on tgt_in, EOS on tgt_out
-        src = np.full((len(ids), int(src_lens.max())), self.pad_id, dtype=np.int64)  # (B, S)
-        tgt_in = np.full((len(ids), int(tgt_lens.max())), self.pad_id, dtype=np.int64)  # (B, T)
+        width_s, width_t = (int(round_up(lens.max(keepdims=True), self.bucket)[0]) for lens in (src_lens, tgt_lens))
+        src = np.full((len(ids), width_s), self.pad_id, dtype=np.int64)  # (B, S)
+        tgt_in = np.full((len(ids), width_t), self.pad_id, dtype=np.int64)  # (B, T)
         tgt_out = tgt_in.copy()
         tgt_in[:, 0] = self.bos_id
         for row, i in enumerate(ids):

@@ -108,7 +108,8 @@ def _train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     tokenizer = Tokenizer(bpe_dir / "spm.model")
     batches = batching(cfg)
     datamodule = TranslationDataModule(bpe_dir, max_tokens=batches.micro_tokens, seed=cfg.seed,
-                                       num_workers=cfg.train.num_workers, val_max_tokens=cfg.train.max_tokens)
+                                       num_workers=cfg.train.num_workers, val_max_tokens=cfg.train.max_tokens,
+                                       length_bucket=cfg.train.length_bucket)
     module = TranslationModule(model=OmegaConf.to_container(cfg.model), train=OmegaConf.to_container(cfg.train),
                                vocab_size=tokenizer.vocab_size, pad_id=tokenizer.pad_id)
     if cfg.train.compile:
