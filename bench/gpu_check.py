@@ -141,7 +141,8 @@ def count_host_syncs(step, steps: int) -> float | None:
 
 
 def train_steps(shape: dict, batches: list[dict], steps: int, warmup: int, device: torch.device,
-                compile_model: bool, profile: str | None = None, loss_chunk: int = 0) -> dict:
+                compile_model: bool, profile: str | None = None, loss_chunk: int = 0,
+                compile_mode: str = "default") -> dict:
     """Train `steps` steps after `warmup` untimed ones; return seconds per step, tokens and counted FLOPs; with
     `profile`, then profile three more steps into that file."""
     torch.manual_seed(0)
@@ -150,7 +151,8 @@ def train_steps(shape: dict, batches: list[dict], steps: int, warmup: int, devic
     optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9,
                                  fused=device.type == "cuda")
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda k: inverse_sqrt_lr(k + 1, shape["d_model"], 4000))
-    forward = torch.compile(model) if compile_model else model
+    forward = torch.compile(model, mode=compile_mode) if compile_model else model
+    cudagraphs = compile_model and compile_mode == "reduce-overhead"
     amp = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else torch.autocast("cpu",
                                                                                                      enabled=False)
     tokens = flops = 0.0
@@ -158,6 +160,8 @@ def train_steps(shape: dict, batches: list[dict], steps: int, warmup: int, devic
 
     def step(i: int) -> torch.Tensor:
         batch = batches[i % len(batches)]
+        if cudagraphs:  # a new step: the graphs' previous outputs may be overwritten
+            torch.compiler.cudagraph_mark_step_begin()
         with amp:
             if loss_chunk:  # train.loss_chunk_tokens: the logits never whole (aiayn.train.chunked_loss)
                 states = model.features(batch["src"], batch["tgt_in"])  # (B, T, D)
@@ -208,6 +212,9 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--batch-tokens", type=int, default=25_000, help="per side per step (paper: 25000)")
     parser.add_argument("--compile", action="store_true", help="torch.compile the model")
+    parser.add_argument("--compile-mode", default="default", choices=["default", "reduce-overhead"],
+                        help="with --compile; reduce-overhead replays CUDA graphs, one per batch shape (the batches "
+                             "have 8 shapes, as train.length_bucket makes few)")
     parser.add_argument("--loss-chunk-tokens", type=int, default=0,
                         help="train.loss_chunk_tokens: projection + loss in chunks (eager only; 0: whole logits)")
     parser.add_argument("--profile", default=None, help="after timing, write a torch.profiler table of 3 steps here")
@@ -219,11 +226,12 @@ def main() -> None:
     if args.compile and args.loss_chunk_tokens:
         parser.error("--loss-chunk-tokens runs eager (the compiled module's forward returns logits)")
     tag = f"{args.shape}{'_compiled' if args.compile else ''}{'_chunked' if args.loss_chunk_tokens else ''}"
+    tag += "_cudagraphs" if args.compile and args.compile_mode == "reduce-overhead" else ""
     print(f"device {name}, torch {torch.__version__}, shape {args.shape} {shape}, compile {args.compile}")
     batches = make_batches(args.batch_tokens if device.type == "cuda" else min(args.batch_tokens, 512),
                            shape["vocab"], device)
     result = train_steps(shape, batches, args.steps, min(args.warmup, args.steps), device, args.compile, args.profile,
-                         args.loss_chunk_tokens)
+                         args.loss_chunk_tokens, args.compile_mode)
     rate = result["flops"] / result["seconds"]
     peak = peak_flops(name, "bf16-mixed")
     measured = matmul_tflops(device)

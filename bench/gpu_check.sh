@@ -9,6 +9,9 @@
 # and, when $OUT is set, copied there with the raw logs.
 # Prints RESULT mfu_base, mfu_big, decode_newstest_s and, last, mfu_base again (the headline).
 # Usage: bash bench/gpu_check.sh            CPU dry run: bash bench/gpu_check.sh --dry-run
+# After it, where device time is left: bash bench/gpu_check.sh --levers (under 4 minutes): base compiled with CUDA
+# graphs (torch.compile mode reduce-overhead, one graph per batch shape: what train.length_bucket is for); prints
+# RESULT mfu_base_cudagraphs. Add --dry-run to either for the CPU flow.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
@@ -22,12 +25,21 @@ result() {  # the value of "RESULT <name> <value>" in a log, or nothing
   { grep -E "^RESULT $2 " "$1" 2>/dev/null || true; } | tail -1 | awk '{print $3}'
 }
 
+LEVERS=0; DRY=0
+for arg in "$@"; do case "$arg" in --levers) LEVERS=1;; --dry-run) DRY=1;; *) echo "unknown argument $arg"; exit 2;; esac; done
 # --dry-run: the same flow on CPU with tiny shapes and a few steps, recording into a copy of the table
 BIG=big BASE=base STEPS=300 BIG_STEPS=200 CHUNK_STEPS=200 WARMUP=20 DECODE="--shape base --vocab 37000 --device cuda"
 TABLE=src/aiayn/devices.yaml
-if [[ "${1:-}" == "--dry-run" ]]; then
+if [[ $DRY == 1 ]]; then
   BIG=tiny BASE=tiny STEPS=2 BIG_STEPS=2 CHUNK_STEPS=2 WARMUP=1 DECODE="--shape small --vocab 1000 --sentences 16"
   TABLE="$LOG/devices.yaml"; cp src/aiayn/devices.yaml "$TABLE"
+fi
+if [[ $LEVERS == 1 ]]; then
+  timeout 220 "$PY" bench/gpu_check.py --shape $BASE --steps $STEPS --warmup $WARMUP --compile \
+    --compile-mode reduce-overhead | tee "$LOG/base_cudagraphs.txt" || echo "CUDA-graph run failed or timed out"
+  cudagraphs=$(result "$LOG/base_cudagraphs.txt" ${BASE}_compiled_cudagraphs_mfu)
+  echo "RESULT mfu_base_cudagraphs ${cudagraphs:-nan}"
+  exit 0
 fi
 # Time limits (s), 560 in all: big 100, compiled base 170 (compilation included), eager base + profile 90, base
 # with the chunked loss 80, decoding (twice) 120.
