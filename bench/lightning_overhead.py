@@ -4,8 +4,9 @@ Both train the same tiny Transformer from the same weights on the same batches, 
 optimizer, schedule and gradient-norm computation. Trainer start-up is excluded. Noise-robust on shared 2-core
 machines, where the speed of the whole machine drifts by a third within seconds: the two are measured step by
 step in turn, the plain loop's step run from a callback between two Lightning steps, so each pair of steps sees
-the same machine. A Lightning step is the interval between two `on_train_batch_start` stamps (everything the
-Trainer does between batches falls inside it) less the plain step run in that interval. The headline is the
+the same machine; the plain step runs before the Lightning step on odd steps and after it on even ones, so neither
+always finds the other's data in the caches. A Lightning step is the interval between two `on_train_batch_start`
+stamps (everything the Trainer does between batches falls inside it) less the plain step run in that interval. The headline is the
 median over all steps of the paired ratio plain / Lightning; each round is a fresh Trainer and module, and the
 rounds' medians are printed too (their spread says how noisy the machine was). 1.0 = free; target >= 0.95.
 Run: python bench/lightning_overhead.py [--steps N] [--rounds R] [--warmup W]
@@ -69,7 +70,8 @@ class PlainLoop:
 
 
 class Paired(L.Callback):
-    """After each Lightning step past `warmup`, one plain step on the same batch; both durations recorded."""
+    """Beside each Lightning step, one plain step on the same batch (before it on odd steps, after it on even ones);
+    both durations recorded past `warmup`."""
 
     def __init__(self, batches: list[dict], warmup: int) -> None:
         self.batches, self.warmup, self.plain = batches, warmup, PlainLoop()
@@ -79,8 +81,14 @@ class Paired(L.Callback):
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
         if batch_idx > self.warmup:
             self.starts.append(time.perf_counter())
+        if batch_idx % 2:  # odd steps: the plain step first, so neither loop always runs on the other's warm caches
+            self._plain(batch_idx)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if not batch_idx % 2:
+            self._plain(batch_idx)
+
+    def _plain(self, batch_idx: int) -> None:
         seconds = self.plain.step(self.batches[batch_idx])  # warm-up steps too, so both loops warm alike
         if batch_idx > self.warmup:
             self.plain_s.append(seconds)
@@ -88,10 +96,11 @@ class Paired(L.Callback):
     def on_train_end(self, trainer, pl_module) -> None:
         self.starts.append(time.perf_counter())
 
-    def pairs(self) -> list[tuple[float, float]]:
-        """(plain, Lightning) seconds of each measured step."""
+    def pairs(self) -> list[tuple[float, float, bool]]:
+        """(plain, Lightning, whether the plain step ran first) seconds of each measured step."""
         intervals = [b - a for a, b in zip(self.starts, self.starts[1:])]
-        return [(p, interval - p) for p, interval in zip(self.plain_s, intervals)]
+        return [(p, interval - p, bool((self.warmup + 1 + i) % 2))
+                for i, (p, interval) in enumerate(zip(self.plain_s, intervals))]
 
 
 def paired_round(batches: list[dict], warmup: int) -> list[tuple[float, float]]:
@@ -116,14 +125,17 @@ def main() -> None:
     for r in range(args.rounds):
         got = paired_round(batches, args.warmup)
         pairs += got
-        round_ratios.append(statistics.median(p / lt for p, lt in got))
-        print(f"round {r}: plain {statistics.median(p for p, _ in got) * 1e3:.2f} ms/step, lightning "
-              f"{statistics.median(lt for _, lt in got) * 1e3:.2f} ms/step, paired ratio {round_ratios[-1]:.3f}")
-    print(f"RESULT plain_ms_per_step {statistics.median(p for p, _ in pairs) * 1e3:.3f}")
-    print(f"RESULT lightning_ms_per_step {statistics.median(lt for _, lt in pairs) * 1e3:.3f}")
+        round_ratios.append(statistics.median(p / lt for p, lt, _ in got))
+        print(f"round {r}: plain {statistics.median(p for p, _, _ in got) * 1e3:.2f} ms/step, lightning "
+              f"{statistics.median(lt for _, lt, _ in got) * 1e3:.2f} ms/step, paired ratio {round_ratios[-1]:.3f}")
+    by_order = {first: statistics.median(p / lt for p, lt, f in pairs if f == first) for first in (True, False)}
+    print(f"RESULT plain_ms_per_step {statistics.median(p for p, _, _ in pairs) * 1e3:.3f}")
+    print(f"RESULT lightning_ms_per_step {statistics.median(lt for _, lt, _ in pairs) * 1e3:.3f}")
+    print(f"RESULT lightning_overhead_plain_first {by_order[True]:.3f}")
+    print(f"RESULT lightning_overhead_plain_second {by_order[False]:.3f}")
     print(f"RESULT lightning_overhead_round_min {min(round_ratios):.3f}")
     print(f"RESULT lightning_overhead_round_max {max(round_ratios):.3f}")
-    print(f"RESULT lightning_overhead_ratio {statistics.median(p / lt for p, lt in pairs):.3f}")
+    print(f"RESULT lightning_overhead_ratio {statistics.median(p / lt for p, lt, _ in pairs):.3f}")
 
 
 if __name__ == "__main__":
