@@ -2,8 +2,8 @@
 
 Plain PyTorch with only torch and our own model/loss/schedule/FLOP counter (PYTHONPATH=src), so it runs on a GPU
 machine without Lightning or Hydra: bf16 autocast, fused scaled-dot-product attention (the model's
-F.scaled_dot_product_attention), fused Adam, optionally torch.compile. Data: random tokens in batches of one
-sentence length each, lengths drawn log-normally around WMT14 EN-DE's ~27 subwords per sentence (not real text:
+F.scaled_dot_product_attention), fused Adam, optionally torch.compile (model and loss together, as train.compile
+does). Data: random tokens in batches of one sentence length each, lengths drawn log-normally around WMT14 EN-DE's ~27 subwords per sentence (not real text:
 the speed depends only on shapes). Prints tokens/s, counted-FLOP MFU against the device's dense bf16 peak and
 against a measured bf16 matmul, peak memory, and projected hours for the paper's steps (base 100k, big 300k).
 Run: PYTHONPATH=src python bench/gpu_check.py --shape base --steps 300 [--compile]; CPU dry run: --shape tiny --steps 2
@@ -151,7 +151,12 @@ def train_steps(shape: dict, batches: list[dict], steps: int, warmup: int, devic
     optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9,
                                  fused=device.type == "cuda")
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda k: inverse_sqrt_lr(k + 1, shape["d_model"], 4000))
-    forward = torch.compile(model, mode=compile_mode) if compile_model else model
+    def model_loss(src: torch.Tensor, tgt_in: torch.Tensor, tgt_out: torch.Tensor) -> torch.Tensor:
+        loss, _ = label_smoothed_nll_loss(model(src, tgt_in), tgt_out, 0.1, PAD)  # logits (B, T, V)
+        return loss
+
+    # Compiled as train.compile compiles it (TranslationModule.compile_step): the model and the loss together.
+    forward = torch.compile(model_loss, mode=compile_mode) if compile_model else model_loss
     cudagraphs = compile_model and compile_mode == "reduce-overhead"
     amp = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else torch.autocast("cpu",
                                                                                                      enabled=False)
@@ -168,8 +173,7 @@ def train_steps(shape: dict, batches: list[dict], steps: int, warmup: int, devic
                 loss, _ = chunked_label_smoothed_nll_loss(states, model.output_weight, batch["tgt_out"], 0.1, PAD,
                                                           loss_chunk)
             else:
-                logits = forward(batch["src"], batch["tgt_in"])  # (B, T, V)
-                loss, _ = label_smoothed_nll_loss(logits, batch["tgt_out"], 0.1, PAD)
+                loss = forward(batch["src"], batch["tgt_in"], batch["tgt_out"])
         (loss / batch["tokens"]).backward()
         optimizer.step()
         schedule.step()
@@ -224,7 +228,7 @@ def main() -> None:
     shape = SHAPES[args.shape]
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     if args.compile and args.loss_chunk_tokens:
-        parser.error("--loss-chunk-tokens runs eager (the compiled module's forward returns logits)")
+        parser.error("--loss-chunk-tokens runs eager (as train.loss_chunk_tokens does under train.compile)")
     tag = f"{args.shape}{'_compiled' if args.compile else ''}{'_chunked' if args.loss_chunk_tokens else ''}"
     tag += "_cudagraphs" if args.compile and args.compile_mode == "reduce-overhead" else ""
     print(f"device {name}, torch {torch.__version__}, shape {args.shape} {shape}, compile {args.compile}")

@@ -7,6 +7,7 @@ which it specialises. Checked with the eager backend (Dynamo's tracing without I
 """
 from __future__ import annotations
 
+import pytest
 import torch
 from torch._dynamo.utils import counters
 
@@ -51,3 +52,58 @@ def test_varying_batch_shapes_compile_a_bounded_number_of_graphs_and_match_eager
     # static, dynamic, batch of one, target of one; then nothing new however the shapes vary
     assert graphs[-1] <= 4
     assert graphs[-1] == graphs[5], graphs
+
+
+def _module_and_batches():
+    import dataclasses
+
+    from aiayn.config.schema import TrainConfig
+    from aiayn.train.module import TranslationModule
+
+    model = dict(n_layers=1, d_model=32, d_ff=64, n_heads=2, d_k=16, d_v=16, dropout=0.0)
+    make = lambda: TranslationModule(model=model, train=dataclasses.asdict(TrainConfig()), vocab_size=100,  # noqa
+                                     pad_id=0)
+    torch.manual_seed(0)
+    plain = make()
+    compiled = make()
+    compiled.load_state_dict(plain.state_dict())
+    gen = torch.Generator().manual_seed(1)
+    batches = []
+    for shape in SHAPES[:6]:
+        src, tgt_in, tgt_out = _batch(gen, *shape)
+        batches.append(dict(src=src, tgt_in=tgt_in, tgt_out=tgt_out))
+    return plain, compiled, batches
+
+
+def _same_losses_and_gradients(plain, compiled, batches):
+    for batch in batches:
+        results = []
+        for module in (plain, compiled):
+            module.zero_grad()
+            loss, nll = module._losses(batch, 0.1)
+            loss.backward()
+            results.append((loss.detach(), nll.detach(), [p.grad.clone() for p in module.parameters()]))
+        (loss_a, nll_a, grads_a), (loss_b, nll_b, grads_b) = results
+        torch.testing.assert_close(loss_b, loss_a, rtol=1e-5, atol=1e-4)
+        torch.testing.assert_close(nll_b, nll_a, rtol=1e-5, atol=1e-4)
+        for g, h in zip(grads_b, grads_a):
+            torch.testing.assert_close(g, h, rtol=1e-4, atol=1e-5)
+
+
+def test_compile_step_traces_model_and_loss_together_with_the_same_result():
+    torch._dynamo.reset()
+    counters.clear()
+    plain, compiled, batches = _module_and_batches()
+    compiled.compile_step(backend="eager")
+    _same_losses_and_gradients(plain, compiled, batches)
+    assert not counters["graph_break"], dict(counters["graph_break"])
+    assert 0 < counters["stats"]["unique_graphs"] <= 4
+    assert set(compiled.state_dict()) == set(plain.state_dict())  # checkpoints keep their keys
+
+
+@pytest.mark.slow
+def test_compile_step_with_inductor_generates_code_that_computes_the_same():
+    torch._dynamo.reset()
+    plain, compiled, batches = _module_and_batches()
+    compiled.compile_step()  # Inductor: the fused kernels a GPU run gets, here as C++
+    _same_losses_and_gradients(plain, compiled, batches[:3])

@@ -113,7 +113,7 @@ def _train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     module = TranslationModule(model=OmegaConf.to_container(cfg.model), train=OmegaConf.to_container(cfg.train),
                                vocab_size=tokenizer.vocab_size, pad_id=tokenizer.pad_id)
     if cfg.train.compile:
-        module.model.compile()  # in place: checkpoint keys stay `model.*`
+        module.compile_step()  # model and loss together; checkpoint keys stay `model.*`
     ident = fingerprint(cfg, bpe_dir / "spm.model")
     ckpt_path = resume_checkpoint(ckpt_dir, ident, cfg.train.resume)
     if ckpt_path is not None and (run_dir / "train.json").is_file() and stored_step(ckpt_path) >= cfg.train.max_steps:

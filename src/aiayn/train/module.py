@@ -35,8 +35,19 @@ class TranslationModule(L.LightningModule):
             states = self.model.features(batch["src"], batch["tgt_in"])  # (B, T, D)
             return chunked_label_smoothed_nll_loss(states, self.model.output_weight, batch["tgt_out"], epsilon,
                                                    self.pad_id, chunk)
-        logits = self.model(batch["src"], batch["tgt_in"])  # (B, T, V)
-        return label_smoothed_nll_loss(logits, batch["tgt_out"], epsilon, self.pad_id)
+        return self._model_loss(batch["src"], batch["tgt_in"], batch["tgt_out"], epsilon)
+
+    def _model_loss(self, src: torch.Tensor, tgt_in: torch.Tensor, tgt_out: torch.Tensor,
+                    epsilon: float) -> tuple[torch.Tensor, torch.Tensor]:
+        logits = self.model(src, tgt_in)  # (B, T, V)
+        return label_smoothed_nll_loss(logits, tgt_out, epsilon, self.pad_id)
+
+    def compile_step(self, **options: Any) -> None:
+        """train.compile: torch.compile the forward pass together with the loss, so that the log-softmax and the
+        label-smoothed sums are fused over the logits instead of writing (N, V) float32 log-probabilities and
+        reading them back. The chunked loss (train.loss_chunk_tokens) stays eager. Checkpoint keys do not change.
+        """
+        self._model_loss = torch.compile(self._model_loss, **options)
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         loss_sum, nll_sum = self._losses(batch, self.train_cfg["label_smoothing"])
