@@ -3,8 +3,8 @@
 Plain PyTorch with only torch and our own model/loss/schedule/FLOP counter (PYTHONPATH=src), so it runs on a GPU
 machine without Lightning or Hydra: bf16 autocast, fused scaled-dot-product attention (the model's
 F.scaled_dot_product_attention), fused Adam, optionally torch.compile (model and loss together, as train.compile
-does). Data: random tokens in batches of one sentence length each, lengths drawn log-normally around WMT14 EN-DE's ~27 subwords per sentence (not real text:
-the speed depends only on shapes). Prints tokens/s, counted-FLOP MFU against the device's dense bf16 peak and
+does). Data: random tokens in batches of one sentence length each, lengths drawn log-normally around WMT14
+EN-DE's ~27 subwords per sentence (not real text: the speed depends only on shapes). Prints tokens/s, counted-FLOP MFU against the device's dense bf16 peak and
 against a measured bf16 matmul, peak memory, and projected hours for the paper's steps (base 100k, big 300k).
 Run: PYTHONPATH=src python bench/gpu_check.py --shape base --steps 300 [--compile]; CPU dry run: --shape tiny --steps 2
 """
