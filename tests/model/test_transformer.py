@@ -122,3 +122,27 @@ def test_bad_pos_encoding_dropout_and_pad_are_errors():
         Transformer(ModelConfig(attention_dropout=-0.1), 10)
     with pytest.raises(ValueError, match="pad_id=10"):
         Transformer(ModelConfig(), 10, pad_id=10)
+
+
+@pytest.mark.parametrize("overrides", [{}, {"norm_position": "pre"}, {"pos_encoding": "rotary"}])
+def test_the_causal_flag_equals_the_causal_and_padding_mask_on_real_positions(make_model, tokens, overrides):
+    # Training passes masks.CAUSAL (is_causal=True, no mask tensor) for decoder self-attention; right-padded
+    # targets make it the same as causal AND key-not-pad for every real position, gradients included.
+    from aiayn.model.masks import CAUSAL
+
+    model = make_model(**overrides).train()  # dropout 0: train mode only to build the graph as training does
+    src, tgt_in = tokens(4, 7), tokens(4, 9, seed=1)
+    lengths = torch.tensor([9, 3, 6, 1])
+    tgt_in[torch.arange(9)[None, :] >= lengths[:, None]] = PAD
+    real = tgt_in != PAD  # (B, T)
+    outputs, grads = [], []
+    for mask in (tgt_mask(tgt_in, PAD), CAUSAL):
+        model.zero_grad()
+        s_mask = src_mask(src, PAD)
+        states = model.decoder_states(tgt_in, model.encode(src, s_mask), s_mask, mask)  # (B, T, D)
+        states[real].square().sum().backward()
+        outputs.append(states[real].detach())
+        grads.append([p.grad.clone() for p in model.parameters() if p.grad is not None])
+    torch.testing.assert_close(outputs[1], outputs[0], atol=1e-6, rtol=1e-5)
+    for g, h in zip(*grads):
+        torch.testing.assert_close(g, h, atol=1e-5, rtol=1e-4)

@@ -12,6 +12,7 @@ from torch import Tensor, nn
 
 from aiayn.config.schema import ModelConfig
 from aiayn.model.embeddings import rotate
+from aiayn.model.masks import CAUSAL, Causal, causal_mask
 
 Rotary = tuple[Tensor, Tensor]  # (cos, sin) of the positions, each (L, d_k/2): PositionalEncoding.rotary
 
@@ -44,22 +45,26 @@ def scaled_dot_product_attention(
     q: Tensor,
     k: Tensor,
     v: Tensor,
-    mask: Tensor | None = None,
+    mask: Tensor | Causal | None = None,
     dropout_p: float = 0.0,
     *,
     reference: bool = False,
 ) -> Tensor:
     """Eq. 1, section 3.2.1 over (..., T, d_k), (..., S, d_k), (..., S, d_v); returns (..., T, d_v).
 
+    `mask`: a boolean tensor (True = may attend), None (everything), or `CAUSAL` (t attends to <= t, T = S).
+
     The default path is PyTorch's fused kernel; `reference=True` computes the weights explicitly.
     """
     if reference:
+        if mask is CAUSAL:
+            mask = causal_mask(q.size(-2), q.device)
         weights = attention_weights(q, k, mask)
         if dropout_p > 0.0:
             weights = F.dropout(weights, p=dropout_p)
         return weights @ v
-    if mask is None:
-        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p)
+    if mask is None or mask is CAUSAL:
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=mask is CAUSAL)
     safe_mask, has_key = _guard_empty_rows(mask)
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=safe_mask, dropout_p=dropout_p)
     return out.masked_fill(~has_key, 0.0)
@@ -121,7 +126,7 @@ class MultiHeadAttention(nn.Module):
         k, v = kv.split([hk, self.n_heads * self.d_v], dim=-1)
         return self._split(k, self.d_k), self._split(v, self.d_v)
 
-    def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None) -> Tensor:
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | Causal | None = None) -> Tensor:
         """Attention per head, heads concatenated and projected by W_O -> (B, T, D)."""
         dropout_p = self.dropout if self.training else 0.0
         out = scaled_dot_product_attention(q, k, v, mask, dropout_p)  # (B, H, T, d_v)

@@ -14,6 +14,7 @@ from torch import Tensor, nn
 from aiayn.config.schema import ModelConfig
 from aiayn.model.attention import MultiHeadAttention, Rotary
 from aiayn.model.cache import KVCache
+from aiayn.model.masks import Causal
 
 
 class FeedForward(nn.Module):
@@ -87,7 +88,7 @@ class DecoderLayer(nn.Module):
         x: Tensor,
         memory: Tensor,
         src_mask: Tensor | None,
-        tgt_mask: Tensor | None,
+        tgt_mask: Tensor | Causal | None,
         cache: KVCache | None = None,
         layer: int = 0,
         rotary: Rotary | None = None,

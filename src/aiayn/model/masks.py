@@ -39,3 +39,17 @@ def offset_causal_mask(n_new: int, n_cached: int, device: torch.device | str | N
     query_pos = torch.arange(n_cached, n_cached + n_new, device=device)[:, None]
     key_pos = torch.arange(n_cached + n_new, device=device)[None, :]
     return (key_pos <= query_pos)[None, None]
+
+
+class Causal:
+    """The mask of teacher-forced decoder self-attention, left to the attention kernel (`is_causal=True`) instead of
+    built: position t attends to positions <= t. No key-padding term is needed: targets are right-padded, so for
+    every real query the positions <= t are all real, and padded queries' outputs only meet padded targets, which
+    the loss leaves out. Without a mask tensor, fused attention can take its fastest (FlashAttention) kernel, and no
+    (B, 1, T, T) mask is built and checked for empty rows per layer."""
+
+    def __repr__(self) -> str:
+        return "CAUSAL"
+
+
+CAUSAL = Causal()

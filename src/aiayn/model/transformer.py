@@ -14,7 +14,7 @@ from aiayn.config.schema import ModelConfig, choices
 from aiayn.model.cache import KVCache
 from aiayn.model.embeddings import PositionalEncoding, TokenEmbedding
 from aiayn.model.layers import DecoderLayer, EncoderLayer
-from aiayn.model.masks import offset_causal_mask, src_mask, tgt_mask
+from aiayn.model.masks import CAUSAL, Causal, offset_causal_mask, src_mask
 
 SIZES = ("n_layers", "d_model", "d_ff", "n_heads", "d_k", "d_v", "max_positions")
 
@@ -77,7 +77,7 @@ class Transformer(nn.Module):
         tgt_in: Tensor,
         memory: Tensor,
         src_mask: Tensor | None,
-        tgt_mask: Tensor | None,
+        tgt_mask: Tensor | Causal | None,
         cache: KVCache | None = None,
     ) -> Tensor:
         """Logits (B, T, V) for tgt_in (B, T). With a cache, tgt_in holds only the new tokens.
@@ -87,14 +87,14 @@ class Transformer(nn.Module):
         """
         return self.output_embedding.project(self.decoder_states(tgt_in, memory, src_mask, tgt_mask, cache))
 
-    def decoder_states(self, tgt_in: Tensor, memory: Tensor, src_mask: Tensor | None, tgt_mask: Tensor | None,
-                       cache: KVCache | None = None) -> Tensor:
+    def decoder_states(self, tgt_in: Tensor, memory: Tensor, src_mask: Tensor | None,
+                       tgt_mask: Tensor | Causal | None, cache: KVCache | None = None) -> Tensor:
         """The decoder's output (B, T, D) before the pre-softmax projection; `decode` without its last step."""
         offset = 0 if cache is None else cache.length
         x = self._embed(self.embedding, tgt_in, offset)
         rotary = self.positions.rotary(tgt_in.size(1), offset)
-        if cache is not None and tgt_mask is None and tgt_in.size(1) > 1:
-            tgt_mask = offset_causal_mask(tgt_in.size(1), offset, tgt_in.device)  # (1, 1, T, L + T)
+        if cache is not None and (tgt_mask is None or tgt_mask is CAUSAL):  # keys: L cached + T new positions
+            tgt_mask = offset_causal_mask(tgt_in.size(1), offset, tgt_in.device) if tgt_in.size(1) > 1 else None
         for index, layer in enumerate(self.decoder):
             x = layer(x, memory, src_mask, tgt_mask, cache, index, rotary)
         return x if self.decoder_norm is None else self.decoder_norm(x)
@@ -117,7 +117,7 @@ class Transformer(nn.Module):
         """Teacher-forced decoder states (B, T, D), before the output projection (for the chunked loss)."""
         s_mask = src_mask(src, self.pad_id)
         memory = self.encode(src, s_mask)
-        return self.decoder_states(tgt_in, memory, s_mask, tgt_mask(tgt_in, self.pad_id))
+        return self.decoder_states(tgt_in, memory, s_mask, CAUSAL)  # right-padded targets: see masks.Causal
 
     def num_parameters(self) -> int:
         """Trainable parameters, a shared embedding counted once."""
