@@ -96,8 +96,7 @@ def bench_buckets(prefix: Path, max_tokens: int, buckets=(0, 8, 16)) -> dict[int
     out = {}
     for bucket in buckets:
         batches = list(TokenBatchSampler(src_lens, tgt_lens, max_tokens, shuffle=True, seed=0, bucket=bucket))
-        shapes = {(len(b), *(int(round_up(lens[b].max(keepdims=True), bucket)[0]) for lens in (src_lens, tgt_lens)))
-                  for b in batches}
+        shapes = {(len(b), *(round_up(int(lens[b].max()), bucket) for lens in (src_lens, tgt_lens))) for b in batches}
         out[bucket] = (len(batches), len(shapes), padding_fraction(batches, src_lens, tgt_lens, bucket))
     return out
 

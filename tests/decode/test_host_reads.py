@@ -8,7 +8,7 @@ from aiayn.decode import beam_search, greedy_search
 from aiayn.decode.translate import default_compact_every
 
 from tests.host_reads import HostReads
-from .test_beam import TABLE, DEFAULT, _src
+from .test_beam import TABLE, _src
 
 SPECIAL = dict(bos_id=2, eos_id=3, pad_id=0)
 BEAM = dict(beam_size=4, alpha=0.6)

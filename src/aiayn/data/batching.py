@@ -20,8 +20,8 @@ if TYPE_CHECKING:
     from aiayn.data.binary import EncodedSplit
 
 
-def round_up(lengths: np.ndarray, bucket: int) -> np.ndarray:
-    """Lengths rounded up to a multiple of `bucket` (0 or 1: unchanged)."""
+def round_up(lengths, bucket: int):
+    """Lengths (an int or an array) rounded up to a multiple of `bucket` (0 or 1: unchanged)."""
     return lengths if bucket <= 1 else -(-lengths // bucket) * bucket
 
 
@@ -46,8 +46,8 @@ class TokenBatchSampler:
 
     Each epoch: a (seed, epoch)-seeded permutation is cut into windows of `sort_window` examples, each window is
     sorted by (max, tgt, src) length (rounded up to `bucket`) and cut into token-budgeted batches, and the batch
-    order is shuffled. The epoch
-    counter advances by itself on every new `__iter__` (Lightning does not call `set_epoch` on batch samplers).
+    order is shuffled. The epoch counter advances by itself on every new `__iter__` (Lightning does not call
+    `set_epoch` on batch samplers).
     """
 
     def __init__(self, src_lens, tgt_lens, max_tokens: int, shuffle: bool = True, seed: int = 0,
@@ -134,7 +134,7 @@ def padding_fraction(batches, src_lens, tgt_lens, bucket: int = 0) -> float:
         b = np.asarray(b)
         s, t = src_lens[b], tgt_lens[b]
         real += int(s.sum() + t.sum())
-        padded += len(b) * int(round_up(s.max(keepdims=True), bucket)[0] + round_up(t.max(keepdims=True), bucket)[0])
+        padded += len(b) * (round_up(int(s.max()), bucket) + round_up(int(t.max()), bucket))
     return 1.0 - real / padded if padded else 0.0
 
 
@@ -147,7 +147,7 @@ class Collater:
     def __call__(self, ids: list[int]) -> dict:
         split, ids = self.split, np.asarray(ids, dtype=np.int64)
         src_lens, tgt_lens = split.src_lens[ids], split.tgt_lens[ids] + 1  # +1: BOS on tgt_in, EOS on tgt_out
-        width_s, width_t = (int(round_up(lens.max(keepdims=True), self.bucket)[0]) for lens in (src_lens, tgt_lens))
+        width_s, width_t = (round_up(int(lens.max()), self.bucket) for lens in (src_lens, tgt_lens))
         src = np.full((len(ids), width_s), self.pad_id, dtype=np.int64)  # (B, S)
         tgt_in = np.full((len(ids), width_t), self.pad_id, dtype=np.int64)  # (B, T)
         tgt_out = tgt_in.copy()
