@@ -27,7 +27,7 @@ def tokens(batch: int, length: int, seed: int = 0) -> torch.Tensor:
 
 def heads_attention(mha, x_q: torch.Tensor, x_kv: torch.Tensor) -> torch.Tensor:
     """Multi-head attention by hand from the packed weights (Eq. 1 per head, heads concatenated, W_O)."""
-    h, dv = mha.n_heads, mha.d_v
+    h, dk, dv = mha.n_heads, mha.d_k, mha.d_v
     w, b = mha.w_qkv.weight, mha.w_qkv.bias
     q = F.linear(x_q, w[: h * dk], b[: h * dk]).view(*x_q.shape[:2], h, dk).transpose(1, 2)
     k = F.linear(x_kv, w[h * dk : 2 * h * dk], b[h * dk : 2 * h * dk]).view(*x_kv.shape[:2], h, dk).transpose(1, 2)
