@@ -100,7 +100,8 @@ def newstest(args: argparse.Namespace) -> None:
     if args.device.startswith("cuda"):
         for compact in compacts:
             per_step = syncs_per_step(model, [sources[i] for i in batches[len(batches) // 2]], args, amp, compact)
-            print(f"RESULT decode_host_syncs_per_step_compact{compact} {per_step:.2f}")
+            if per_step is not None:
+                print(f"RESULT decode_host_syncs_per_step_compact{compact} {per_step:.2f}")
     for compact in compacts[1:]:
         print(f"RESULT decode_newstest_s_compact{compact} {results[compact][0]:.2f}")
     seconds = results[compacts[0]][0]
@@ -109,24 +110,19 @@ def newstest(args: argparse.Namespace) -> None:
 
 
 def syncs_per_step(model: nn.Module, batch: list[list[int]], args: argparse.Namespace, amp, compact_every: int
-                   ) -> float:
+                   ) -> float | None:
     """Host-device synchronisations per decoding step of one batch, as CUDA's sync debug mode reports them."""
-    import warnings
+    from gpu_check import count_host_syncs  # bench/, beside this script
 
     src = pad_batch(batch, PAD, args.device)
     steps = int((src != PAD).sum(dim=1).max()) + args.extra + 1  # FixedLength: the longest output, EOS included
-    with warnings.catch_warnings(record=True) as caught, torch.inference_mode(), amp:
-        warnings.simplefilter("always")
-        torch.cuda.set_sync_debug_mode("warn")
-        try:
+
+    def run() -> None:
+        with torch.inference_mode(), amp:
             beam_search(model, src, beam_size=args.beam_size, alpha=0.6, max_len_b=50, bos_id=BOS, eos_id=EOS,
                         pad_id=PAD, compact_every=compact_every)
-        finally:
-            torch.cuda.set_sync_debug_mode("default")
-    found = [w for w in caught if "synchroniz" in str(w.message)]
-    for w in found[:3]:
-        print(f"host sync (compact_every {compact_every}): {w.filename}:{w.lineno}: {str(w.message)[:100]}")
-    return len(found) / steps
+
+    return count_host_syncs(run, steps, f" (compact_every {compact_every})")
 
 
 def main() -> None:

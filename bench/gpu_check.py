@@ -117,9 +117,10 @@ def profile_steps(step, steps: int, device: torch.device, path: str) -> None:
     print("\n".join(lines[:12]))
 
 
-def count_host_syncs(step, steps: int) -> float | None:
-    """Host-device synchronisations per training step, as torch's CUDA sync debug mode reports them (a step
-    that never waits for the GPU lets the host queue the next one while this one runs)."""
+def count_host_syncs(run, steps: int, what: str = "") -> float | None:
+    """Host-device synchronisations per step while `run()` does `steps` steps, as torch's CUDA sync debug mode
+    reports them (a step that never waits for the GPU lets the host queue the next one while this one runs).
+    Also used by bench/decode_speed.py, for decoding steps."""
     import warnings
 
     try:
@@ -127,13 +128,12 @@ def count_host_syncs(step, steps: int) -> float | None:
             warnings.simplefilter("always")
             torch.cuda.set_sync_debug_mode("warn")
             try:
-                for i in range(steps):
-                    step(i)
+                run()
             finally:
                 torch.cuda.set_sync_debug_mode("default")
         found = [w for w in caught if "synchroniz" in str(w.message)]
         for w in found[:5]:
-            print(f"host sync: {w.filename}:{w.lineno}: {str(w.message)[:100]}")
+            print(f"host sync{what}: {w.filename}:{w.lineno}: {str(w.message)[:100]}")
         return len(found) / steps
     except Exception as err:  # noqa: BLE001
         print(f"sync count failed ({type(err).__name__}: {err})")
@@ -199,7 +199,7 @@ def train_steps(shape: dict, batches: list[dict], steps: int, warmup: int, devic
     mean_loss = float(loss_sum) / steps
     if not math.isfinite(mean_loss):
         raise FloatingPointError(f"non-finite training loss ({mean_loss})")
-    syncs = count_host_syncs(step, 3) if device.type == "cuda" else None
+    syncs = count_host_syncs(lambda: [step(i) for i in range(3)], 3) if device.type == "cuda" else None
     if profile:
         try:  # the profile is extra: a profiler failure must not cost the timed result
             profile_steps(step, 3, device, profile)
