@@ -196,7 +196,7 @@ class DecodeConfig:
     max_len_b: int = 50
     batch_tokens: int = observed(4096)  # per decoding batch
     # Sentences that stopped leave the batch every compact_every steps, the only steps where the host waits for
-    # the device (aiayn.decode.beam). null: every step on CPU (no wasted rows), every 8 on a GPU.
+    # the device (aiayn.decode.beam). null: by device (aiayn.decode.translate.default_compact_every).
     compact_every: Optional[int] = observed(None)
     bootstrap: int = 1000  # sacreBLEU bootstrap resamples for the test-set CI
     samples: int = observed(20)  # sample translations logged to wandb
