@@ -38,7 +38,9 @@ class FixedLength(nn.Module):
         start = 0 if cache is None else cache.length  # read before decode appends the new positions
         logits = self.model.decode(tgt_in, memory, src_mask, tgt_mask, cache)  # (B, T, V)
         position = torch.arange(start, start + tgt_in.size(1), device=tgt_in.device)  # (T,)
-        target = src_mask.sum(dim=(1, 2, 3)) + self.extra  # (B,) output length of each row's sentence
+        target = src_mask.sum(dim=(1, 2, 3)) + self.extra  # output length of each sentence
+        if cache is not None:  # a cache holds the source once per sentence, for its cache.group rows (beams)
+            target = target.repeat_interleave(cache.group)  # (B,)
         at_end = position[None, :] >= target[:, None]  # (B, T)
         logits[..., EOS] = torch.where(at_end, 1e4, -1e4)
         return logits

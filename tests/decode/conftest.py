@@ -42,7 +42,7 @@ class ScriptedModel(nn.Module):
             prefixes, n_new = tgt_in, tgt_in.size(1)
         logits = torch.full((tgt_in.size(0), n_new, VOCAB), -math.inf)
         for row in range(tgt_in.size(0)):
-            key = int(memory[row, 0, 0])
+            key = int(memory[row // (1 if cache is None else cache.group), 0, 0])  # cached: a row per sentence
             for out, end in enumerate(range(prefixes.size(1) - n_new + 1, prefixes.size(1) + 1)):
                 prefix = tuple(prefixes[row, 1:end].tolist())
                 self.queried.append(prefix)

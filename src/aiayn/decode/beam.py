@@ -102,10 +102,12 @@ def beam_search(model: nn.Module, src: Tensor, *, beam_size: int, alpha: float, 
         next_lp, next_beam, next_tok = _select_live(cand_lp, cand_beam, cand_tok, beam_size, eos_id)  # (n, K)
         live.searching &= ~_sentences_done(pools, live, next_lp, step=step, alpha=alpha)
         keep = live.searching.nonzero().flatten() if (step + 1) % compact_every == 0 else None  # host read
+        if keep is not None and keep.numel() == live.searching.numel():
+            keep = None  # every sentence stays: nothing to compact
         live, index = _advance(live, next_lp, next_beam, next_tok, keep)
         if index.numel() == 0:
             break
-        stepper.select(index)
+        stepper.select(index, keep)
     return pools.to_hypotheses()
 
 

@@ -44,5 +44,5 @@ def greedy_search(model: nn.Module, src: Tensor, *, max_len_b: int, bos_id: int,
                 break
             if keep.numel() < searching.numel():
                 tokens, limits, sent_ids, searching = tokens[keep], limits[keep], sent_ids[keep], searching[keep]
-                stepper.select(keep)
+                stepper.select(keep, keep)
     return [row[:n] for row, n in zip(out.tolist(), lengths.tolist())]

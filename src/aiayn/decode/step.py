@@ -36,7 +36,8 @@ class Stepper:
     """Holds the encoder output of the rows being decoded and scores the next token of each row's prefix.
 
     With `incremental=True` the decoder sees only the newest token and keeps earlier keys/values in a KVCache;
-    otherwise it recomputes the whole prefix every step (the reference the cache must reproduce).
+    otherwise it recomputes the whole prefix every step (the reference the cache must reproduce). The cache keeps
+    the encoder output and its keys/values once per sentence, shared by the sentence's `repeats` rows (its beams).
     """
 
     def __init__(self, model: nn.Module, src: Tensor, *, pad_id: int, bos_id: int, repeats: int,
@@ -46,10 +47,13 @@ class Stepper:
         self.bos_id = bos_id
         mask = src_mask(src, pad_id)  # (B, 1, 1, S)
         memory = model.encode(src, mask)  # (B, S, d_model)
-        # Each sentence's rows are contiguous: row i * repeats + j is beam j of sentence i.
-        self.memory = memory.repeat_interleave(repeats, dim=0)  # (N, S, d_model)
-        self.src_mask = mask.repeat_interleave(repeats, dim=0)  # (N, 1, 1, S)
-        self.cache = KVCache() if incremental else None
+        if incremental:
+            self.cache = KVCache(group=repeats)
+            self.memory, self.src_mask = memory, mask
+        else:  # each sentence's rows are contiguous: row i * repeats + j is beam j of sentence i
+            self.cache = None
+            self.memory = memory.repeat_interleave(repeats, dim=0)  # (N, S, d_model)
+            self.src_mask = mask.repeat_interleave(repeats, dim=0)  # (N, 1, 1, S)
 
     def log_probs(self, tokens: Tensor) -> Tensor:
         """Log-probabilities of the next token after each prefix `tokens` (N, t) (BOS first), float32 (N, V)."""
@@ -65,9 +69,14 @@ class Stepper:
         lprobs[:, self.bos_id] = -torch.inf
         return lprobs
 
-    def select(self, index: Tensor) -> None:
-        """Keep (and reorder, repeat or drop) rows: beams follow their parents, finished sentences leave."""
-        self.memory = self.memory.index_select(0, index)
-        self.src_mask = self.src_mask.index_select(0, index)
-        if self.cache is not None:
-            self.cache.reorder(index)
+    def select(self, index: Tensor, sentences: Tensor | None) -> None:
+        """Keep rows `index` (reordered, repeated or dropped: beams follow their parents) of the sentences
+        `sentences` (in the order `index` lists them; None: every sentence stays, its rows moving among its own)."""
+        if self.cache is None:
+            self.memory = self.memory.index_select(0, index)
+            self.src_mask = self.src_mask.index_select(0, index)
+            return
+        self.cache.reorder(index, sentences)
+        if sentences is not None:
+            self.memory = self.memory.index_select(0, sentences)
+            self.src_mask = self.src_mask.index_select(0, sentences)

@@ -126,12 +126,24 @@ class MultiHeadAttention(nn.Module):
         k, v = kv.split([hk, self.n_heads * self.d_v], dim=-1)
         return self._split(k, self.d_k), self._split(v, self.d_v)
 
-    def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | Causal | None = None) -> Tensor:
-        """Attention per head, heads concatenated and projected by W_O -> (B, T, D)."""
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | Causal | None = None, group: int = 1) -> Tensor:
+        """Attention per head, heads concatenated and projected by W_O -> (B, T, D).
+
+        With `group` G > 1, k, v and a tensor mask hold one row per G consecutive query rows, (B / G, H, S, d),
+        as the beams of a sentence share its source (aiayn.model.cache.KVCache): the G rows' queries attend as one
+        row of G * T queries, so the shared keys and values are read once and never copied per beam.
+        """
         dropout_p = self.dropout if self.training else 0.0
-        out = scaled_dot_product_attention(q, k, v, mask, dropout_p)  # (B, H, T, d_v)
-        batch, _, length, _ = out.shape
-        return self.w_o(out.transpose(1, 2).reshape(batch, length, self.n_heads * self.d_v))  # (B, T, H*d_v)
+        batch, heads, length, d_k = q.shape
+        if group > 1:
+            if mask is CAUSAL or batch != k.size(0) * group:
+                raise ValueError(f"grouped attention takes {group} query rows per key row and a padding mask, got "
+                                 f"{batch} query rows for {k.size(0)} key rows")
+            q = q.view(-1, group, heads, length, d_k).transpose(1, 2).reshape(-1, heads, group * length, d_k)
+        out = scaled_dot_product_attention(q, k, v, mask, dropout_p)  # (B / G, H, G * T, d_v)
+        # -> (B, T, H, d_v): heads next to each other for W_O, each group's rows back in order
+        out = out.view(-1, heads, group, length, self.d_v).permute(0, 2, 3, 1, 4)
+        return self.w_o(out.reshape(batch, length, heads * self.d_v))  # (B, T, D)
 
     def forward(self, x: Tensor, memory: Tensor | None = None, mask: Tensor | None = None,
                 rotary: Rotary | None = None) -> Tensor:

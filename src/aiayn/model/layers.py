@@ -94,7 +94,7 @@ class DecoderLayer(nn.Module):
         rotary: Rotary | None = None,
     ) -> Tensor:
         """x (B, T, D), memory (B, S, D) -> (B, T, D); with a cache, x holds only the new positions (and `rotary`
-        their positions' angles)."""
+        their positions' angles), and memory and src_mask one row per sentence (B / cache.group)."""
 
         def self_attention(h: Tensor) -> Tensor:
             q, k, v = self.self_attn.project_qkv(h, rotary)
@@ -106,10 +106,9 @@ class DecoderLayer(nn.Module):
             # Rotary positions act in self-attention only: source and target positions share no frame.
             q = self.cross_attn.project_q(h)
             if cache is None:
-                k, v = self.cross_attn.project_kv(memory)
-            else:
-                k, v = cache.cross(layer, lambda: self.cross_attn.project_kv(memory))
-            return self.cross_attn.attend(q, k, v, src_mask)
+                return self.cross_attn.attend(q, *self.cross_attn.project_kv(memory), src_mask)
+            k, v = cache.cross(layer, lambda: self.cross_attn.project_kv(memory))  # one row per sentence
+            return self.cross_attn.attend(q, k, v, src_mask, group=cache.group)
 
         x = self.res_self(x, self_attention)
         x = self.res_cross(x, cross_attention)
