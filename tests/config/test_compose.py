@@ -103,6 +103,7 @@ def test_missing_row_file_is_refused() -> None:
         ("data.max_words=3", "data.max_words"),
         ("data.lexicon_scale=0", "data.lexicon_scale"),
         ("decode.strategy=sampling", "decode.strategy"),
+        ("decode.precision=fp8", "decode.precision"),
     ],
 )
 def test_values_that_cannot_run_are_refused_with_their_key(override: str, key: str) -> None:

@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from aiayn.decode import batch_by_length, beam_search, greedy_search, translate
+from aiayn.decode.translate import autocast
 
 LETTERS = "abcdefgh"  # ids 4..11 of the tiny model's 12-token vocabulary
 
@@ -60,3 +61,17 @@ def test_unknown_strategy_is_rejected(tiny_transformer):
     with pytest.raises(ValueError, match="sample"):
         translate(tiny_transformer, LetterTokenizer(), ["ab"], strategy="sample", beam_size=4, alpha=0.6,
                   max_len_b=5)
+
+
+@pytest.mark.parametrize("precision, dtype", [("bf16-mixed", torch.bfloat16), ("16-mixed", torch.float16),
+                                              ("bf16-true", torch.bfloat16), ("32-true", torch.float32),
+                                              ("64-true", torch.float32)])
+def test_decoding_arithmetic_follows_the_lightning_precision(precision, dtype):
+    layer = torch.nn.Linear(4, 4)
+    with autocast(precision, "cpu"):
+        assert layer(torch.ones(1, 4)).dtype == dtype
+
+
+def test_an_unknown_precision_is_refused():
+    with pytest.raises(ValueError, match="'fp8'"):
+        autocast("fp8", "cpu")

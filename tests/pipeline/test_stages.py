@@ -104,6 +104,19 @@ def test_a_table3_row_is_scored_on_the_dev_set_only(workspace: Path) -> None:
     assert scores["dev_bleu"] >= 0 and scores["dev_ppl"] > 1 and scores["checkpoints_averaged"] == 1
     assert "bleu" not in scores and "test_set" not in scores and not (out / "hyps.test.txt").exists()
     assert not list((workspace / "runs" / "C1" / "seed1" / "checkpoints").glob("step-*"))  # averages nothing
+    assert scores["precision"] == "32-true"  # trainer=cpu's
+
+
+def test_decode_precision_decodes_and_scores_in_that_arithmetic(workspace: Path) -> None:
+    stage("train").run(compose(overrides(workspace, "row=C1")))  # a no-op when the test above trained it
+    fp32 = json.loads((workspace / "evals" / "C1" / "seed1" / "eval.json").read_text()) \
+        if (workspace / "evals" / "C1" / "seed1" / "eval.json").exists() \
+        else stage("evaluate").run(compose(overrides(workspace, "row=C1")))
+    bf16 = stage("evaluate").run(compose(overrides(workspace, "row=C1", "decode.precision=bf16-mixed")))
+    assert (workspace / "evals" / "C1" / "precision=bf16-mixed" / "seed1" / "eval.json").exists()  # a variant
+    assert bf16["precision"] == "bf16-mixed" and bf16["dev_bleu"] >= 0
+    # bf16 matmuls move the perplexity a little (so autocast was on), and only a little
+    assert bf16["dev_ppl"] != fp32["dev_ppl"] and abs(bf16["dev_ppl"] / fp32["dev_ppl"] - 1) < 0.05
 
 
 def test_evaluate_writes_scores_and_hypotheses(workspace: Path) -> None:

@@ -24,8 +24,8 @@ def relative(default: int) -> Any:
     return field(default=default, metadata={RELATIVE: True})
 
 
-def choice(default: str, *others: str) -> Any:
-    """A string that must be one of (default, *others); the default is the paper's."""
+def choice(default: str | None, *others: str) -> Any:
+    """A string that must be one of (default, *others); the default is the paper's (None: set by another key)."""
     return field(default=default, metadata={CHOICES: (default, *others)})
 
 
@@ -198,6 +198,9 @@ class DecodeConfig:
     # Sentences that stopped leave the batch every compact_every steps, the only steps where the host waits for
     # the device (aiayn.decode.beam). null: by device (aiayn.decode.translate.default_compact_every).
     compact_every: Optional[int] = observed(None)
+    # Arithmetic of decoding and dev perplexity: "32-true", "bf16-mixed" or "16-mixed" (autocast), as Lightning
+    # names them. null: the run's trainer.precision, so a run trained in bf16 on a GPU is decoded in bf16.
+    precision: Optional[str] = choice(None, "32-true", "bf16-mixed", "16-mixed")
     bootstrap: int = 1000  # sacreBLEU bootstrap resamples for the test-set CI
     samples: int = observed(20)  # sample translations logged to wandb
 

@@ -1,6 +1,7 @@
 """Text in, text out: tokenise, batch by length, search, detokenise, in the caller's sentence order."""
 from __future__ import annotations
 
+import contextlib
 from typing import Protocol, Sequence
 
 import torch
@@ -59,6 +60,20 @@ def default_compact_every(device: torch.device | str) -> int:
     """Steps between compactions of the search's batch: every step on CPU, where reading the device costs nothing
     and every row saved counts; every 8 on an accelerator, where each read stalls the launch queue."""
     return 1 if torch.device(device).type == "cpu" else 8
+
+
+def autocast(precision: str, device: torch.device | str) -> contextlib.AbstractContextManager:
+    """The arithmetic a Lightning precision string asks for, as a context for decoding: autocast to bfloat16 or
+    float16 for the half-precision ones ("bf16-mixed", "16-mixed"; "-true" ones too, decoding with float32 weights),
+    none for "32-true" and "64-true". The search's scores stay float32 either way (aiayn.decode.step)."""
+    device_type = torch.device(device).type
+    if precision.startswith("bf16"):
+        return torch.autocast(device_type, dtype=torch.bfloat16)
+    if precision.startswith("16"):
+        return torch.autocast(device_type, dtype=torch.float16)
+    if precision.startswith(("32", "64")):
+        return contextlib.nullcontext()
+    raise ValueError(f"precision {precision!r}: expected a Lightning precision such as 32-true or bf16-mixed")
 
 
 def translate(model: nn.Module, tokenizer: Tokenizer, sentences: list[str], *, strategy: str = "beam",

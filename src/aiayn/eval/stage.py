@@ -16,6 +16,7 @@ from aiayn import tracking
 from aiayn.data.batching import eval_batches
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.decode import translate
+from aiayn.decode.translate import autocast
 from aiayn.eval.averaging import average_checkpoints, select_last
 from aiayn.eval.bleu import sacre_bleu
 from aiayn.eval.evaluate import score_translations
@@ -77,11 +78,13 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
         result: dict[str, Any] = {"variant": OmegaConf.to_container(cfg.variant), "run": str(run_dir),
                                   "checkpoints_averaged": len(paths), "checkpoints": [p.name for p in paths],
                                   "beam_size": cfg.decode.beam_size if cfg.decode.strategy == "beam" else 1,
-                                  "length_penalty": cfg.decode.length_penalty, "strategy": cfg.decode.strategy}
+                                  "length_penalty": cfg.decode.length_penalty, "strategy": cfg.decode.strategy,
+                                  "precision": decode_precision(cfg)}
         lines = {}
         splits = (("valid", "dev_"), ("test", "")) if "table2" in cfg.row.tables else (("valid", "dev_"),)
         for split, prefix in splits:
-            hyps, refs, speed, sources = decode_split(cfg, model, tokenizer, split, device)
+            with autocast(result["precision"], device):
+                hyps, refs, speed, sources = decode_split(cfg, model, tokenizer, split, device)
             lines[split] = len(refs)
             atomic_write_text(eval_dir / f"hyps.{split}.txt", "".join(h + "\n" for h in hyps))
             scores = score_translations(hyps, refs, tgt_lang=cfg.data.tgt_lang,
@@ -93,13 +96,19 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
         _log_samples(wandb_run, sources, refs, hyps, cfg.decode.samples)  # of the last set decoded
         result.update(_set_names(cfg, lines))
         batches = eval_batches(bpe_dir, "valid", tokenizer, cfg.train.max_tokens)
-        result["dev_ppl"] = dev_perplexity(model, _to(batches, device), tokenizer.pad_id)
+        with autocast(result["precision"], device):
+            result["dev_ppl"] = dev_perplexity(model, _to(batches, device), tokenizer.pad_id)
         atomic_write_json(eval_dir / "eval.json", result)
         tracking.safe_log(wandb_run, {metric_key(k): v for k, v in result.items() if isinstance(v, (int, float))})
         tracking.log_output(wandb_run, tracking.eval_artifact(cfg))
     finally:
         tracking.finish(wandb_run)
     return result
+
+
+def decode_precision(cfg: DictConfig) -> str:
+    """decode.precision, or the precision the run trained in (trainer.precision) when it is null."""
+    return str(cfg.decode.precision or cfg.trainer.precision)
 
 
 def metric_key(key: str) -> str:
