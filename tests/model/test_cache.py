@@ -9,16 +9,20 @@ from aiayn.model import KVCache, causal_mask, src_mask
 PAD = 0
 
 
-def _full_logits(model, src, tgt_in):
+def _encoded(model, src):
+    """The source mask and the encoder output of src."""
     mask = src_mask(src, PAD)
-    memory = model.encode(src, mask)
+    return mask, model.encode(src, mask)
+
+
+def _full_logits(model, src, tgt_in):
+    mask, memory = _encoded(model, src)
     return model.decode(tgt_in, memory, mask, causal_mask(tgt_in.size(1)))
 
 
 def _incremental_logits(model, src, tgt_in, first: int = 1):
     """Decode the first `first` tokens in one cached call, then one token per call."""
-    mask = src_mask(src, PAD)
-    memory = model.encode(src, mask)
+    mask, memory = _encoded(model, src)
     cache = KVCache()
     steps = [model.decode(tgt_in[:, :first], memory, mask, None, cache=cache)]
     assert len(cache) == cache.length == first
@@ -49,8 +53,7 @@ def test_encoder_decoder_keys_are_computed_once(make_model, tokens):
     # After the first step the cache ignores `memory`: garbage memory later must not change anything.
     model = make_model()
     src, tgt_in = tokens(2, 5), tokens(2, 4, seed=1)
-    mask = src_mask(src, PAD)
-    memory = model.encode(src, mask)
+    mask, memory = _encoded(model, src)
     cache = KVCache()
     with torch.no_grad():
         model.decode(tgt_in[:, :1], memory, mask, None, cache=cache)
@@ -61,8 +64,7 @@ def test_encoder_decoder_keys_are_computed_once(make_model, tokens):
 def test_reorder_permutes_repeats_and_shrinks_the_batch(make_model, tokens):
     model = make_model()
     src, tgt_in = tokens(3, 6), tokens(3, 5, seed=1)
-    mask = src_mask(src, PAD)
-    memory = model.encode(src, mask)
+    mask, memory = _encoded(model, src)
     index = torch.tensor([2, 0, 0, 1])  # permute, repeat sentence 0, 4 rows from 3
     cache = KVCache()
     with torch.no_grad():
@@ -82,8 +84,7 @@ def test_reorder_permutes_repeats_and_shrinks_the_batch(make_model, tokens):
 def test_batch_mismatch_without_reorder_is_an_error(make_model, tokens):
     model = make_model()
     src, tgt_in = tokens(2, 5), tokens(2, 3, seed=1)
-    mask = src_mask(src, PAD)
-    memory = model.encode(src, mask)
+    mask, memory = _encoded(model, src)
     cache = KVCache()
     model.decode(tgt_in[:, :1], memory, mask, None, cache=cache)
     with pytest.raises(ValueError, match="reorder"):
@@ -110,8 +111,7 @@ def test_outputs_longer_than_the_buffers_grow_through_doubling(make_model, token
 def _beams_of(model, src, tgt_in, group, parents):
     """Decode with a grouped cache (source once per sentence) and with a plain one (source repeated per row),
     reordering by `parents` (row index per step, None: no reorder) after each step; both step logits."""
-    mask = src_mask(src, PAD)
-    memory = model.encode(src, mask)
+    mask, memory = _encoded(model, src)
     grouped, plain = KVCache(group=group), KVCache()
     rows = torch.arange(src.size(0)).repeat_interleave(group)
     out_grouped, out_plain = [], []
@@ -144,8 +144,7 @@ def test_grouped_cache_equals_the_source_repeated_per_beam(make_model, tokens):
 def test_grouped_cache_drops_sentences_with_their_beams(make_model, tokens):
     model = make_model()
     src, tgt_in = tokens(3, 6), tokens(6, 4, seed=1)
-    mask = src_mask(src, PAD)
-    memory = model.encode(src, mask)
+    mask, memory = _encoded(model, src)
     cache = KVCache(group=2)
     keep = torch.tensor([2, 0])  # sentence 1 stopped; the others swap places
     index = torch.tensor([5, 4, 0, 0])  # their beams, in that order (sentence 0's beam 1 follows beam 0)
