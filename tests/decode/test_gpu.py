@@ -49,7 +49,7 @@ def test_greedy_and_translate_on_gpu_match_cpu(tiny_transformer, gpu_model, sour
 
 
 @torch.inference_mode()
-def test_beam_search_under_bf16_autocast_runs_in_bf16_and_mostly_agrees(gpu_model, sources):
+def test_beam_search_under_bf16_autocast_runs_in_bf16_and_mostly_agrees(gpu_model, sources, monkeypatch):
     from aiayn.decode.translate import autocast
     from aiayn.model import KVCache
 
@@ -61,12 +61,9 @@ def test_beam_search_under_bf16_autocast_runs_in_bf16_and_mostly_agrees(gpu_mode
         return append(self, layer, k, v)
 
     fp32 = beam_search(gpu_model, sources.cuda(), beam_size=4, alpha=0.6, max_len_b=6, **SPECIAL)
-    KVCache.append_self = spy
-    try:
-        with autocast("bf16-mixed", "cuda"):
-            bf16 = beam_search(gpu_model, sources.cuda(), beam_size=4, alpha=0.6, max_len_b=6, **SPECIAL)
-    finally:
-        KVCache.append_self = append
+    monkeypatch.setattr(KVCache, "append_self", spy)
+    with autocast("bf16-mixed", "cuda"):
+        bf16 = beam_search(gpu_model, sources.cuda(), beam_size=4, alpha=0.6, max_len_b=6, **SPECIAL)
     assert seen and set(seen) == {torch.bfloat16}
     same = sum(a[0].tokens == b[0].tokens for a, b in zip(bf16, fp32))
     assert same >= len(fp32) - 1, (same, len(fp32))
