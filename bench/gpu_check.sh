@@ -1,77 +1,154 @@
 #!/usr/bin/env bash
-# Every GPU check of the speed work in one run of under 9 minutes (one H200): base and big at the paper's batch in
-# bf16 with fused attention and fused Adam (base eager, with torch.compile, and with the chunked output projection +
-# loss of train.loss_chunk_tokens), a torch.profiler table of one base
-# step (top kernels; matmul vs elementwise vs idle), and decoding a newstest2014-sized input (3003 sentences, beam
-# 4, alpha 0.6, max length + 50) with base, compacting the batch every 8 steps (the GPU default) and every step,
-# with the host syncs per decoding step of each. Needs only python3 with torch (lightning for the peak table); nothing
-# is installed. The measured MFUs are written into src/aiayn/devices.yaml (the table `python -m aiayn.plan` reads)
-# and, when $OUT is set, copied there with the raw logs.
-# Prints RESULT mfu_base, mfu_big, decode_newstest_s and, last, mfu_base again (the headline).
-# Usage: bash bench/gpu_check.sh            CPU dry run: bash bench/gpu_check.sh --dry-run
-# After it, where device time is left: bash bench/gpu_check.sh --levers (under 4 minutes): base compiled with CUDA
-# graphs (torch.compile mode reduce-overhead, one graph per batch shape: what train.length_bucket is for); prints
-# RESULT mfu_base_cudagraphs. Add --dry-run to either for the CPU flow.
+# Every GPU check of the speed work (issue 14) in one call that fits a short GPU lease with room for a rerun.
+#
+# Parts, most important first (each its own process, its own time limit, and the RESULT line that marks it done):
+#   base             base at the paper's batch (25k + 25k tokens), bf16, fused attention and Adam, eager; then a
+#                    torch.profiler table of three steps (top kernels; matmul vs attention vs elementwise vs idle)
+#   big              big, the same way
+#   decode           a newstest2014-sized input (3003 sentences, beam 4, alpha 0.6, max length + 50) with base,
+#                    compacting the batch every 8 steps (the GPU default), and its host syncs per decoding step
+#   base_compiled    base with torch.compile of the model and the loss together (as train.compile)
+#   base_chunked     base with the chunked output projection + loss (train.loss_chunk_tokens)
+#   decode_compact1  the same decoding, compacting every step
+#   base_cudagraphs  base compiled with CUDA graphs (mode reduce-overhead, one graph per batch shape: what
+#                    train.length_bucket is for)
+# Needs only python3 with torch and lightning (the GPU image has no Hydra, DVC or wandb, and needs none here).
+#
+# --budget S (default 420): the parts share S seconds. A part starts only with at least 30 s left and gets at most
+# what is left (after 10 s kept for the summary), so the call ends inside S + a few seconds whatever hangs. On a
+# lease of 15 minutes of which starting the machine takes one or two, a 7-minute call leaves room for a second.
+# Resumable: each part's log is kept in bench/out/gpu_check/ (ignored by git; it stays on the machine while it is
+# warm) and a part whose kept log holds its RESULT line, made by the same code, is not run again. So the same
+# command again finishes what a budget or a failure left undone, and only that. --fresh drops the kept logs.
+#
+# Results: RESULT mfu_base, mfu_big, decode_newstest_s and, last, mfu_base again (the headline: the best base MFU
+# of eager, compiled, chunked and CUDA graphs). The measured MFUs are written into src/aiayn/devices.yaml (the table
+# `python -m aiayn.plan` reads). With $OUT set, it gets gpu_check.txt (every part's log and the summary),
+# profile_base.txt and devices.yaml: three files, inside what the device tool brings back.
+#
+# Usage: OUT=<dir> bash bench/gpu_check.sh [--budget S] [--only part,part] [--fresh] [--dry-run]
+#        (--levers is --only base_cudagraphs). The device tool's call:
+#   run(command="OUT=$OUT bash bench/gpu_check.sh", timeout_s=480)      # the same call again to finish
+# CPU dry run (tiny shapes, a few steps, a copy of the table, logs kept under $OUT or /tmp): --dry-run
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 PY="${PYTHON:-python3}"
-LOG="${OUT:-/tmp}/gpu_check"
-mkdir -p "$LOG"
-"$PY" -c "import torch, lightning; print('torch', torch.__version__, 'cuda', torch.cuda.is_available())"
-command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+
+BUDGET=420; ONLY=""; FRESH=0; DRY=0
+while (( $# )); do
+  case "$1" in
+    --budget) BUDGET="$2"; shift;;
+    --only) ONLY="$2"; shift;;
+    --levers) ONLY=base_cudagraphs;;
+    --fresh) FRESH=1;;
+    --dry-run) DRY=1;;
+    *) echo "unknown argument $1 (--budget S, --only part[,part], --levers, --fresh, --dry-run)"; exit 2;;
+  esac
+  shift
+done
+[[ "$BUDGET" =~ ^[0-9]+$ ]] || { echo "--budget takes whole seconds, got '$BUDGET'"; exit 2; }
+DEADLINE=$((SECONDS + BUDGET)); RESERVE=10; MIN_START=30
+
+# What the parts need, checked before any runs; the device's name and torch's version for devices.yaml.
+IFS=$'\t' read -r NAME TORCH < <("$PY" -c "import sys, torch, lightning
+print('torch', torch.__version__, 'lightning', lightning.__version__, 'cuda', torch.cuda.is_available(), file=sys.stderr)
+print(torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'cpu', torch.__version__, sep='\t')") || true
+[[ -n "$TORCH" ]] || { echo "python3 with torch and lightning is needed (PYTHON=$PY)"; exit 2; }
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
+
+BIG=big BASE=base STEPS=160 WARMUP=20 DECODE="--shape base --vocab 37000 --device cuda"
+KEEP="${GPU_CHECK_KEEP:-bench/out/gpu_check}"; TABLE=src/aiayn/devices.yaml
+if [[ $DRY == 1 ]]; then  # the same flow on CPU: tiny shapes, a few steps, a copy of the table
+  BIG=tiny BASE=tiny STEPS=2 WARMUP=1 DECODE="--shape small --vocab 1000 --sentences 16" MIN_START=0
+  KEEP="${GPU_CHECK_KEEP:-${OUT:-/tmp}/gpu_check_dry}"
+fi
+mkdir -p "$KEEP"
+[[ $FRESH == 1 ]] && rm -f "$KEEP"/*.txt
+if [[ $DRY == 1 ]]; then
+  TABLE="$KEEP/devices.yaml"; [[ -f "$TABLE" ]] || cp src/aiayn/devices.yaml "$TABLE"
+fi
+# Kept logs count only when made by this code: the sources the parts run, hashed.
+CODE=$(cat $(find bench src/aiayn -name '*.py' | LC_ALL=C sort) | sha1sum | cut -c1-12)
 
 result() {  # the value of "RESULT <name> <value>" in a log, or nothing
   { grep -E "^RESULT $2 " "$1" 2>/dev/null || true; } | tail -1 | awk '{print $3}'
 }
 
-LEVERS=0; DRY=0
-for arg in "$@"; do case "$arg" in --levers) LEVERS=1;; --dry-run) DRY=1;; *) echo "unknown argument $arg"; exit 2;; esac; done
-# --dry-run: the same flow on CPU with tiny shapes and a few steps, recording into a copy of the table
-BIG=big BASE=base STEPS=300 BIG_STEPS=200 CHUNK_STEPS=200 WARMUP=20 DECODE="--shape base --vocab 37000 --device cuda"
-TABLE=src/aiayn/devices.yaml
-if [[ $DRY == 1 ]]; then
-  BIG=tiny BASE=tiny STEPS=2 BIG_STEPS=2 CHUNK_STEPS=2 WARMUP=1 DECODE="--shape small --vocab 1000 --sentences 16"
-  TABLE="$LOG/devices.yaml"; cp src/aiayn/devices.yaml "$TABLE"
-fi
-if [[ $LEVERS == 1 ]]; then
-  timeout 220 "$PY" bench/gpu_check.py --shape $BASE --steps $STEPS --warmup $WARMUP --compile \
-    --compile-mode reduce-overhead | tee "$LOG/base_cudagraphs.txt" || echo "CUDA-graph run failed or timed out"
-  cudagraphs=$(result "$LOG/base_cudagraphs.txt" ${BASE}_compiled_cudagraphs_mfu)
-  echo "RESULT mfu_base_cudagraphs ${cudagraphs:-nan}"
-  exit 0
-fi
-# Time limits (s), 560 in all: big 100, compiled base 170 (compilation included), eager base + profile 90, base
-# with the chunked loss 80, decoding (twice) 120.
-timeout 100 "$PY" bench/gpu_check.py --shape $BIG --steps $BIG_STEPS --warmup $WARMUP | tee "$LOG/big.txt" \
-  || echo "big run failed or timed out; base results follow"
-timeout 170 "$PY" bench/gpu_check.py --shape $BASE --steps $STEPS --warmup $WARMUP --compile \
-  | tee "$LOG/base_compiled.txt" || echo "compiled run failed or timed out (optional); eager results stand"
-timeout 90 "$PY" bench/gpu_check.py --shape $BASE --steps $STEPS --warmup $WARMUP --profile "$LOG/profile_base.txt" \
-  | tee "$LOG/base.txt" || { echo "eager base run failed or timed out"; exit 1; }
-timeout 80 "$PY" bench/gpu_check.py --shape $BASE --steps $CHUNK_STEPS --warmup $WARMUP --loss-chunk-tokens 8192 \
-  | tee "$LOG/base_chunked.txt" || echo "chunked-loss run failed or timed out"
-timeout 120 "$PY" bench/decode_speed.py --newstest $DECODE --extra 0 --batch-tokens 4096 --compact-every 8,1 | tee "$LOG/decode.txt" \
-  || echo "decoding run failed or timed out"
+ORDER=(); DONE=(); LEFT=()
+part() {  # part NAME LIMIT_S RESULT_KEY COMMAND...: run COMMAND into $KEEP/NAME.txt unless done, within the budget
+  local name=$1 limit=$2 key=$3; shift 3
+  ORDER+=("$name")
+  if [[ -n "$ONLY" && ",$ONLY," != *",$name,"* ]]; then return 0; fi
+  local log="$KEEP/$name.txt" stamp="# gpu_check part $name, code $CODE: $*"
+  if [[ -f "$log" && "$(head -1 "$log")" == "$stamp" && -n "$(result "$log" "$key")" ]]; then
+    echo "== $name: done in an earlier call (kept log $log), not run again"; DONE+=("$name"); return 0
+  fi
+  local left=$((DEADLINE - SECONDS - RESERVE))
+  if (( left < MIN_START || left <= 0 )); then
+    echo "== $name: not started, ${left} s left of the ${BUDGET} s budget"; LEFT+=("$name"); return 0
+  fi
+  local t=$(( limit < left ? limit : left )) start=$SECONDS
+  echo "== $name: up to ${t} s ($*)"
+  echo "$stamp" > "$log"
+  timeout "$t" "$@" 2>&1 | tee -a "$log" || echo "$name failed or timed out (limit ${t} s)" | tee -a "$log"
+  echo "== $name: $((SECONDS - start)) s" | tee -a "$log"
+  if [[ -n "$(result "$log" "$key")" ]]; then DONE+=("$name"); else LEFT+=("$name"); fi
+}
 
-eager=$(result "$LOG/base.txt" ${BASE}_mfu); compiled=$(result "$LOG/base_compiled.txt" ${BASE}_compiled_mfu)
-chunked=$(result "$LOG/base_chunked.txt" ${BASE}_chunked_mfu)
-big=$(result "$LOG/big.txt" ${BIG}_mfu); decode=$(result "$LOG/decode.txt" decode_newstest_s)
-decode1=$(result "$LOG/decode.txt" decode_newstest_s_compact1)
-base=$("$PY" -c "import sys; v = [float(x) for x in sys.argv[1:] if x]; print(max(v) if v else '')" \
-  "$eager" "$compiled" "$chunked")
-name=$("$PY" -c "import torch; print(torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'cpu')")
-stamp="$(date +%Y-%m-%d), bench/gpu_check.sh (bf16, paper batch, $("$PY" -c 'import torch; print(torch.__version__)'))"
-if [[ -n "$base" ]]; then "$PY" -m aiayn.devices "$name" base "$base" "$stamp" "$TABLE"
-else echo "base MFU not recorded"; fi
-if [[ -n "$big" ]]; then "$PY" -m aiayn.devices "$name" big "$big" "$stamp (eager)" "$TABLE"
-else echo "big MFU not recorded"; fi
-if [[ -n "${OUT:-}" ]]; then cp "$TABLE" "$OUT/devices.yaml"; fi
-echo "base MFU: eager ${eager:-?}, compiled ${compiled:-?}, chunked loss ${chunked:-?}"
-echo "decoding newstest: ${decode:-?} s compacting every 8 steps, ${decode1:-?} s every step"
-echo "profile of one base step: $LOG/profile_base.txt"
-head -40 "$LOG/profile_base.txt" 2>/dev/null || true
+G="bench/gpu_check.py --steps $STEPS --warmup $WARMUP"
+part base 100 "${BASE}_ms_per_step" "$PY" $G --shape $BASE --profile "$KEEP/profile_base.txt"
+part big 100 "${BIG}_ms_per_step" "$PY" $G --shape $BIG
+part decode 80 decode_newstest_s "$PY" bench/decode_speed.py --newstest $DECODE --extra 0 --batch-tokens 4096 \
+  --compact-every 8
+part base_compiled 170 "${BASE}_compiled_ms_per_step" "$PY" $G --shape $BASE --compile
+part base_chunked 70 "${BASE}_chunked_ms_per_step" "$PY" $G --shape $BASE --loss-chunk-tokens 8192
+part decode_compact1 80 decode_newstest_s "$PY" bench/decode_speed.py --newstest $DECODE --extra 0 \
+  --batch-tokens 4096 --compact-every 1
+part base_cudagraphs 200 "${BASE}_compiled_cudagraphs_ms_per_step" "$PY" $G --shape $BASE --compile \
+  --compile-mode reduce-overhead
+
+# Summary: from the kept logs, this call's and earlier ones'.
+L="$KEEP"
+eager=$(result $L/base.txt ${BASE}_mfu); compiled=$(result $L/base_compiled.txt ${BASE}_compiled_mfu)
+chunked=$(result $L/base_chunked.txt ${BASE}_chunked_mfu)
+cudagraphs=$(result $L/base_cudagraphs.txt ${BASE}_compiled_cudagraphs_mfu)
+big=$(result $L/big.txt ${BIG}_mfu); decode=$(result $L/decode.txt decode_newstest_s)
+decode1=$(result $L/decode_compact1.txt decode_newstest_s)
+best=$("$PY" -c "import sys; v = [(float(x), k) for k, x in zip(sys.argv[1::2], sys.argv[2::2]) if x]
+print(*max(v) if v else '')" eager "$eager" compiled "$compiled" "chunked loss" "$chunked" "CUDA graphs" "$cudagraphs")
+base=${best%% *}; how=${best#* }
+stamp="$(date +%Y-%m-%d), bench/gpu_check.sh (bf16, paper batch, torch $TORCH"
+{
+  if [[ -n "$base" ]]; then "$PY" -m aiayn.devices "$NAME" base "$base" "$stamp, $how)" "$TABLE"
+  else echo "base MFU not recorded"; fi
+  if [[ -n "$big" ]]; then "$PY" -m aiayn.devices "$NAME" big "$big" "$stamp, eager)" "$TABLE"
+  else echo "big MFU not recorded"; fi
+  echo "base MFU: eager ${eager:-?}, compiled ${compiled:-?}, chunked loss ${chunked:-?}, CUDA graphs ${cudagraphs:-?}"
+  echo "big MFU: ${big:-?}"
+  echo "decoding newstest: ${decode:-?} s compacting every 8 steps, ${decode1:-?} s every step"
+  for log in "$L"/base.txt "$L"/big.txt "$L"/base_*.txt "$L"/decode*.txt; do  # each part's other RESULT lines
+    [[ -f "$log" ]] && { grep -E "^RESULT " "$log" | sed "s|^|$(basename "$log" .txt): |" || true; }
+  done
+  echo "parts done: ${DONE[*]:-none}"
+  if (( ${#LEFT[@]} )); then
+    echo "parts not done: ${LEFT[*]}: run the same command again (while the machine is warm, kept logs skip the rest)"
+  fi
+  echo "profile of one base step ($KEEP/profile_base.txt):"
+  head -40 "$KEEP/profile_base.txt" 2>/dev/null || echo "(none)"
+} | tee "$KEEP/summary.txt"
+if [[ -n "${OUT:-}" ]]; then  # three files: the device tool brings back at most eight
+  mkdir -p "$OUT"
+  for name in "${ORDER[@]}" summary; do
+    [[ -f "$KEEP/$name.txt" ]] && { echo "######## $name"; cat "$KEEP/$name.txt"; }
+  done > "$OUT/gpu_check.txt"
+  [[ -f "$KEEP/profile_base.txt" ]] && cp "$KEEP/profile_base.txt" "$OUT/"
+  cp "$TABLE" "$OUT/devices.yaml"
+fi
+for kind in eager compiled chunked cudagraphs; do echo "RESULT mfu_base_$kind ${!kind:-nan}"; done
+echo "RESULT decode_newstest_s_compact1 ${decode1:-nan}"
 echo "RESULT mfu_base ${base:-nan}"
 echo "RESULT mfu_big ${big:-nan}"
 echo "RESULT decode_newstest_s ${decode:-nan}"
 echo "RESULT mfu_base ${base:-nan}"
+(( ${#LEFT[@]} == 0 ))  # the status: 0 when every part asked for is done, else 1 (the same command finishes them)
