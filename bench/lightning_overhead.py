@@ -8,8 +8,12 @@ the same machine; the plain step runs before the Lightning step on odd steps and
 always finds the other's data in the caches. A Lightning step is the interval between two `on_train_batch_start`
 stamps (everything the Trainer does between batches falls inside it) less the plain step run in that interval. The headline is the
 median over all steps of the paired ratio plain / Lightning; each round is a fresh Trainer and module, and the
-rounds' medians are printed too (their spread says how noisy the machine was). 1.0 = free; target >= 0.95.
-Run: python bench/lightning_overhead.py [--steps N] [--rounds R] [--warmup W]
+rounds' medians are printed too (their spread says how noisy the machine was), and the median gap in milliseconds
+(Lightning's cost per step, which does not grow with the model). 1.0 = free; target >= 0.95.
+Threads: one intra-op thread by default, as each seed's process of the default `dvc repro` trains (three processes
+on two cores, each given cpu_count // 3 = 1 thread by the joblib launcher), so the ratio is the share Lightning
+takes of the default run's steps; `--threads 2` times the steps on both cores instead (shorter steps, the same gap).
+Run: python bench/lightning_overhead.py [--steps N] [--rounds R] [--warmup W] [--threads T]
 """
 from __future__ import annotations
 
@@ -118,7 +122,11 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--threads", type=int, default=1,
+                        help="intra-op threads (default 1: what each seed's process of the default dvc repro gets)")
     args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    print(f"{torch.get_num_threads()} intra-op thread(s)")
     warnings.filterwarnings("ignore")  # Lightning's hints about workers and logging intervals
     batches = make_batches(args.steps + args.warmup + 1)
     pairs, round_ratios = [], []
@@ -135,6 +143,7 @@ def main() -> None:
     print(f"RESULT lightning_overhead_plain_second {by_order[False]:.3f}")
     print(f"RESULT lightning_overhead_round_min {min(round_ratios):.3f}")
     print(f"RESULT lightning_overhead_round_max {max(round_ratios):.3f}")
+    print(f"RESULT lightning_overhead_gap_ms {statistics.median(lt - p for p, lt, _ in pairs) * 1e3:.3f}")
     print(f"RESULT lightning_overhead_ratio {statistics.median(p / lt for p, lt, _ in pairs):.3f}")
 
 
