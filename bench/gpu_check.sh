@@ -28,7 +28,7 @@
 #
 # Usage: OUT=<dir> bash bench/gpu_check.sh [--budget S] [--only part,part] [--fresh] [--dry-run]
 #        (--levers is --only base_cudagraphs). The device tool's call:
-#   run(command="OUT=$OUT bash bench/gpu_check.sh", timeout_s=480)      # the same call again to finish
+#   run(command="bash bench/gpu_check.sh", timeout_s=480)   # $OUT is set there; on status 1, the same call again
 # CPU dry run (tiny shapes, a few steps, a copy of the table, logs kept under $OUT or /tmp): --dry-run
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -109,12 +109,11 @@ part base_cudagraphs 200 "${BASE}_compiled_cudagraphs_ms_per_step" "$PY" $G --sh
   --compile-mode reduce-overhead
 
 # Summary: from the kept logs, this call's and earlier ones'.
-L="$KEEP"
-eager=$(result $L/base.txt ${BASE}_mfu); compiled=$(result $L/base_compiled.txt ${BASE}_compiled_mfu)
-chunked=$(result $L/base_chunked.txt ${BASE}_chunked_mfu)
-cudagraphs=$(result $L/base_cudagraphs.txt ${BASE}_compiled_cudagraphs_mfu)
-big=$(result $L/big.txt ${BIG}_mfu); decode=$(result $L/decode.txt decode_newstest_s)
-decode1=$(result $L/decode_compact1.txt decode_newstest_s)
+eager=$(result $KEEP/base.txt ${BASE}_mfu); compiled=$(result $KEEP/base_compiled.txt ${BASE}_compiled_mfu)
+chunked=$(result $KEEP/base_chunked.txt ${BASE}_chunked_mfu)
+cudagraphs=$(result $KEEP/base_cudagraphs.txt ${BASE}_compiled_cudagraphs_mfu)
+big=$(result $KEEP/big.txt ${BIG}_mfu); decode=$(result $KEEP/decode.txt decode_newstest_s)
+decode1=$(result $KEEP/decode_compact1.txt decode_newstest_s)
 best=$("$PY" -c "import sys; v = [(float(x), k) for k, x in zip(sys.argv[1::2], sys.argv[2::2]) if x]
 print(*max(v) if v else '')" eager "$eager" compiled "$compiled" "chunked loss" "$chunked" "CUDA graphs" "$cudagraphs")
 base=${best%% *}; how=${best#* }
@@ -127,8 +126,8 @@ stamp="$(date +%Y-%m-%d), bench/gpu_check.sh (bf16, paper batch, torch $TORCH"
   echo "base MFU: eager ${eager:-?}, compiled ${compiled:-?}, chunked loss ${chunked:-?}, CUDA graphs ${cudagraphs:-?}"
   echo "big MFU: ${big:-?}"
   echo "decoding newstest: ${decode:-?} s compacting every 8 steps, ${decode1:-?} s every step"
-  for log in "$L"/base.txt "$L"/big.txt "$L"/base_*.txt "$L"/decode*.txt; do  # each part's other RESULT lines
-    [[ -f "$log" ]] && { grep -E "^RESULT " "$log" | sed "s|^|$(basename "$log" .txt): |" || true; }
+  for name in "${ORDER[@]}"; do  # each part's other RESULT lines
+    [[ -f "$KEEP/$name.txt" ]] && { grep -E "^RESULT " "$KEEP/$name.txt" | sed "s|^|$name: |" || true; }
   done
   echo "parts done: ${DONE[*]:-none}"
   if (( ${#LEFT[@]} )); then

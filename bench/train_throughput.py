@@ -130,7 +130,8 @@ def bench_shape(name: str, steps: int, rounds: int, dropout: float) -> float:
     tokens = sum(int((b[2] != PAD).sum()) for b in batches[1:]) * rounds
     speed = {key: tokens / sum(times) for key, times in seconds.items()}
     ratios = [t / o for o, t in zip(seconds["ours"], seconds["torch"])]
-    ratio, (q1, _, q3) = statistics.median(ratios), statistics.quantiles(ratios, n=4)
+    ratio = statistics.median(ratios)
+    q1, _, q3 = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else (ratio,) * 3
     print(f"[{name}] ours {speed['ours']:.0f} tok/s, torch.nn.Transformer {speed['torch']:.0f} tok/s, "
           f"median per-step ratio ours/torch {ratio:.3f} over {len(ratios)} step pairs (quartiles {q1:.3f}-{q3:.3f})")
     return ratio
