@@ -171,8 +171,9 @@ def collect(work: Path, rows: list[str], seeds: list[int]) -> dict[str, dict]:
             eval_json = work / "evals" / row / f"seed{seed}" / "eval.json"
             if eval_json.is_file():
                 e = json.loads(eval_json.read_text())
-                r |= {"dev_bleu": e["dev_bleu"], "test_bleu": e.get("bleu"), "dev_ppl": e["dev_ppl"],
-                      "averaged": e["checkpoints_averaged"]}
+                test = e.get("test") or {}
+                r |= {"dev_bleu": e["dev"]["bleu"], "test_bleu": test.get("bleu"), "dev_ppl": e["dev"]["ppl"],
+                      "averaged": test.get("checkpoints_averaged")}
             runs[f"{row}/seed{seed}"] = r
     return runs
 

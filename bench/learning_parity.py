@@ -269,8 +269,8 @@ def pipeline_train(workdir: str, seed: int, setting: dict, system: str, device: 
     trained = json.loads(_one(Path(workdir) / f"runs/{tag}/base", f"seed{seed}/train.json").read_text())
     ev = json.loads(_one(Path(workdir) / f"evals/{tag}/base", f"seed{seed}/eval.json").read_text())
     return {"steps": trained["steps"], "tgt_tokens_per_step": trained["tokens_seen"]["tgt"] / trained["steps"],
-            "train_s": round(train_s, 1), "dev_ppl": ev["dev_ppl"], "dev_bleu": ev["dev_bleu"],
-            "test_bleu": ev["bleu"]}
+            "train_s": round(train_s, 1), "dev_ppl": ev["dev"]["ppl"], "dev_bleu": ev["dev"]["bleu"],
+            "test_bleu": ev["test"]["bleu"]}
 
 
 def _one(folder: Path, name: str) -> Path:

@@ -1,5 +1,6 @@
-"""python -m aiayn.seeds: which rows get more seeds, how many, and the params.yaml it leaves (no training here:
-`dvc repro` is replaced by a stand-in; tests/pipeline/test_adaptive_seeds.py runs the real one)."""
+"""python -m aiayn.seeds: the design's one extension from the pilot's plan, the params.yaml it leaves, and what it
+refuses (a second extension, --until-resolved). No training here: `dvc repro` is replaced by a stand-in;
+tests/pipeline/test_adaptive_seeds.py runs the real one."""
 from __future__ import annotations
 
 import csv
@@ -10,33 +11,37 @@ from pathlib import Path
 import pytest
 
 from aiayn.config.params import read_extra_seeds, seeds_per_row
-from aiayn.seeds import main, new_seeds, plan_round, run
+from aiayn.seeds import COLUMNS, main, new_seeds, plan_extension, planned_seeds, run
 
 
-def line(row: str, verdict: str, needed: int | None) -> dict[str, str]:
-    return {"row": row, "verdict": verdict, "seeds_needed": "" if needed is None else str(needed)}
+def line(row: str, test: str, planned: int | None, verdict: str = "unresolved") -> dict[str, str]:
+    return {"row": row, "seeds_planned": "" if planned is None else str(planned), "test": test,
+            "expected_delta_bleu": "" if test == "equivalence" else "-1.2", "planning_sd": "0.41",
+            "family_level": "0.9974", "verdict": verdict}
 
 
-TABLE = [line("base", "—", None), line("A1", "unresolved", 5), line("A2", "unresolved", 51),
-         line("A3", "—", None), line("B1", "reproduced", 3), line("B2", "unresolved", None),
-         line("C1", "unresolved", 2), line("C2", "contradicted", 4), line("C3", "unresolved", 8)]
-SEEDS = {row: [1, 2, 3] for row in ("base", "A1", "A2", "A3", "B1", "B2", "C1", "C2", "C3")}
+TABLE = [line("base", "", None, ""), line("A1", "difference", 5), line("A2", "equivalence", None),
+         line("B1", "difference", 3, "reproduced"), line("C1", "difference", 2), line("C3", "difference", 12),
+         line("A3", "equivalence", 8)]
+SEEDS = {row: [1, 2, 3] for row in ("base", "A1", "A2", "B1", "C1", "C3", "A3")}
 
 
-def test_picks_unresolved_rows_that_max_seeds_can_resolve():
-    plan = plan_round(TABLE, SEEDS, max_seeds=6)
-    # A1 needs 5: two more. C1 needs 2 but is still unresolved with 3: one more. C3 needs 8 > 6, A2 51: out of
-    # reach. B2 has no spread to plan with; B1, C2 are resolved; A3 has nothing to resolve.
-    assert plan.adds == {"base": [4, 5], "A1": [4, 5], "C1": [4]}
-    assert plan.why["A1"] == "unresolved, 5 seeds needed, has 3" and "base" not in plan.why
+def test_rows_planned_for_more_seeds_within_max_get_them_and_base_gets_every_one():
+    """A1 planned 5 and A3 8: they get 4-5 and 4-8. B1 (3) and C1 (2) have enough: final as they are, whatever
+    their verdict (unresolved C1 gets nothing more: the plan, not the verdict, decides). C3 needs 12 > 10 and A2
+    is out of reach: they stay at the pilot."""
+    plan = plan_extension(planned_seeds(TABLE), SEEDS, max_seeds=10)
+    assert plan.adds == {"base": [4, 5, 6, 7, 8], "A1": [4, 5], "A3": [4, 5, 6, 7, 8]}
+    assert plan.why["A1"] == "5 planned, has 3" and plan.why["C1"] == "2 planned, has 3: its verdict is final"
+    assert "12 planned > aggregate.max_seeds 10" in plan.why["C3"] and "out of reach" in plan.why["A2"]
+    assert plan_extension(planned_seeds(TABLE), SEEDS, max_seeds=6).adds == {"base": [4, 5], "A1": [4, 5]}
 
 
-def test_never_past_max_and_base_gets_only_what_it_lacks():
-    seeds = dict(SEEDS, base=[1, 2, 3, 4, 5], A1=[1, 2, 3, 4, 5], C3=[1, 2, 3, 7])
-    plan = plan_round(TABLE, seeds, max_seeds=8)
-    assert plan.adds == {"base": [6, 8], "A1": [6], "C1": [4], "C3": [4, 5, 6, 8]}
-    assert plan_round(TABLE, seeds, max_seeds=5).adds == {"C1": [4]}  # base already has seed 4
-    assert plan_round(TABLE, {row: [1, 2, 3, 4, 5, 6] for row in SEEDS}, max_seeds=6).adds == {}
+def test_the_plan_ignores_every_verdict():
+    """The same plans with every verdict flipped give the same extension: nothing is added because a row is (or
+    is not) resolved yet, which is what kept the old --until-resolved from its promise."""
+    flipped = [dict(r, verdict="reproduced" if r["verdict"] == "unresolved" else "unresolved") for r in TABLE]
+    assert plan_extension(planned_seeds(flipped), SEEDS, 10).adds == plan_extension(planned_seeds(TABLE), SEEDS, 10).adds
 
 
 def test_new_seeds_fill_the_smallest_gaps():
@@ -45,7 +50,7 @@ def test_new_seeds_fill_the_smallest_gaps():
 
 @pytest.fixture
 def project(repo_root: Path, tmp_path: Path) -> Path:
-    """The shipped params.yaml and a Table 3 where A1 and C1 can be resolved with more seeds."""
+    """The shipped params.yaml and a pilot's Table 3 that plans more seeds for A1 and A3."""
     shutil.copy(repo_root / "params.yaml", tmp_path / "params.yaml")
     (tmp_path / "results").mkdir()
     write_table(tmp_path / "results" / "table3.csv", TABLE)
@@ -54,38 +59,47 @@ def project(repo_root: Path, tmp_path: Path) -> Path:
 
 def write_table(path: Path, lines: list[dict[str, str]]) -> None:
     with open(path, "w", encoding="utf-8", newline="") as f:
-        writer = csv.DictWriter(f, ["row", "n_seeds", "verdict", "seeds_needed"])
+        writer = csv.DictWriter(f, COLUMNS)
         writer.writeheader()
-        writer.writerows({**r, "n_seeds": "3"} for r in lines)
+        writer.writerows(lines)
 
 
-def test_rounds_edit_params_and_repro_until_nothing_is_left(project: Path, capsys):
-    """A stand-in for `dvc repro` resolves A1 after the first round; C1 stays unresolved until it reaches --max."""
+def test_one_extension_edits_params_runs_repro_and_a_second_is_refused(project: Path, capsys):
     table, params = project / "results" / "table3.csv", project / "params.yaml"
-    rewrite_table = ("import csv, sys; w = csv.writer(open(sys.argv[1], 'w', newline='')); w.writerows(["
-                     "['row', 'n_seeds', 'verdict', 'seeds_needed'], ['A1', '5', 'reproduced', '5'], "
-                     "['C1', '4', 'unresolved', '2']])")
-    plans = run(params, table, max_seeds=5, until_resolved=True, dry=False,
-                repro=(sys.executable, "-c", rewrite_table, str(table)))
-    assert [p.adds for p in plans] == [{"base": [4, 5], "A1": [4, 5], "C1": [4]}, {"C1": [5]}]
-    assert read_extra_seeds(params) == {"base": [4, 5], "A1": [4, 5], "C1": [4, 5]}
-    assert seeds_per_row(params)["C1"] == [1, 2, 3, 4, 5] and seeds_per_row(params)["B1"] == [1, 2, 3]
+    final = ("import csv, sys; w = csv.writer(open(sys.argv[1], 'w', newline='')); w.writerows(["
+             f"{list(COLUMNS)!r}, ['A1', '5', 'difference', '-1.2', '0.4', '0.99', 'reproduced'], "
+             "['A3', '8', 'equivalence', '', '0.4', '0.99', 'unresolved']])")
+    plan = run(params, table, dry=False, repro=(sys.executable, "-c", final, str(table)))
+    assert plan.adds == {"base": [4, 5, 6, 7, 8], "A1": [4, 5], "A3": [4, 5, 6, 7, 8]}
+    assert read_extra_seeds(params) == plan.adds
+    assert seeds_per_row(params)["A3"] == [1, 2, 3, 4, 5, 6, 7, 8] and seeds_per_row(params)["B1"] == [1, 2, 3]
     out = capsys.readouterr().out
-    assert "round 1:" in out and "round 2:" in out and "no unresolved row can be resolved with at most 5" in out
-    assert "now: A1 reproduced, C1 unresolved" in out
+    assert "pooled SD of the paired differences 0.41" in out and "A1: difference (resolve Δ -1.20)" in out
+    assert "A3: equivalence (show |Δ| within the margin); 8 planned, has 3; + seeds 4 5 6 7 8" in out
+    assert "final: A1 reproduced, A3 unresolved" in out
+    with pytest.raises(ValueError, match="one extension was made.*optional stopping"):
+        run(params, table, dry=False, repro=(sys.executable, "-c", "pass"))
 
 
-def test_one_round_without_until_resolved_and_dry_writes_nothing(project: Path, capsys):
+def test_dry_writes_nothing_and_the_cap_comes_from_params(project: Path, capsys):
     params = project / "params.yaml"
     before = params.read_text()
-    main(["--dry", "--params", str(params), "--table", str(project / "results" / "table3.csv"), "--max", "6"])
+    main(["--dry", "--params", str(params), "--table", str(project / "results" / "table3.csv")])
     assert params.read_text() == before
-    assert "A1: + seeds 4 5 (unresolved, 5 seeds needed, has 3)" in capsys.readouterr().out
-    plans = run(params, project / "results" / "table3.csv", 6, until_resolved=False, dry=False,
-                repro=(sys.executable, "-c", "pass"))
-    assert len(plans) == 1 and read_extra_seeds(params)["A1"] == [4, 5]
+    assert "A1: difference (resolve Δ -1.20); 5 planned, has 3; + seeds 4 5" in capsys.readouterr().out
+    params.write_text(before.replace("max_seeds: 10", "max_seeds: 6"))
+    assert run(params, project / "results" / "table3.csv", dry=True).adds == {"base": [4, 5], "A1": [4, 5]}
 
 
-def test_without_a_table_it_says_to_run_dvc_repro(tmp_path: Path):
+def test_until_resolved_and_max_are_refused_with_the_reason(project: Path, capsys):
+    for flag in (["--until-resolved"], ["--max", "10"]):
+        with pytest.raises(SystemExit):
+            main([*flag, "--params", str(project / "params.yaml")])
+    err = capsys.readouterr().err
+    assert "optional stopping" in err and "aggregate.max_seeds in params.yaml" in err
+
+
+def test_without_a_table_it_says_to_run_dvc_repro(tmp_path: Path, repo_root: Path):
+    shutil.copy(repo_root / "params.yaml", tmp_path / "params.yaml")
     with pytest.raises(SystemExit, match="run `dvc repro` first"):
         main(["--table", str(tmp_path / "none.csv"), "--params", str(tmp_path / "params.yaml")])

@@ -1,12 +1,15 @@
-"""Adaptive seeds, opt-in: more seeds only for the Table 3 rows that are unresolved but that enough seeds can resolve.
+"""The design's one extension: the seeds each Table 3 row runs after the pilot, planned from the pilot alone.
 
-A round reads results/table3.csv, picks the rows whose verdict is `unresolved` and whose `seeds needed` is at most
---max, gives each (and base: differences are paired by seed) the seeds it lacks in params.yaml's `extra_seeds`,
-then runs `dvc repro`, which trains and evaluates only the new seeds of those rows. --until-resolved repeats until
-no row is left to pick; every pick adds at least one seed and no row goes past --max, so it ends.
+Table 3 decides in two stages (docs/verdicts.md). Every row first runs params.yaml's `seeds`: the pilot. The
+pilot's table plans each row's seeds (its `seeds_planned` column) from the pooled spread of all rows' differences
+from base and the row's difference of interest, never from the row's own observed difference. This command gives
+every row whose plan asks for more seeds than it has, and at most `aggregate.max_seeds`, the seeds it lacks (and
+base every seed a row gets: differences are paired by seed), writes them to params.yaml's `extra_seeds` and runs
+`dvc repro`. The table it leaves is the design's one test. It extends once: retesting after every round and adding
+seeds until a row is resolved (optional stopping) would make the verdicts wrong far more often than `alpha`.
 
-    python -m aiayn.seeds --until-resolved --max 10
-    python -m aiayn.seeds --dry          # what one round would add; writes nothing, runs nothing
+    python -m aiayn.seeds --dry     # the plan, explained; writes nothing, runs nothing
+    python -m aiayn.seeds           # the extension: params.yaml's extra_seeds, then dvc repro
 """
 from __future__ import annotations
 
@@ -18,16 +21,21 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aiayn.config.params import add_extra_seeds, seeds_per_row
+import yaml
+
+from aiayn.config.params import add_extra_seeds, read_extra_seeds, seeds_per_row
+from aiayn.report.significance import SEEDS_UP_TO
 from aiayn.report.table3 import BASE
 
 TABLE = "results/table3.csv"
 PARAMS = "params.yaml"
+MAX_SEEDS = 10  # AggregateConfig.max_seeds' default, for a params file without an `aggregate` block
+COLUMNS = ("row", "seeds_planned", "test", "expected_delta_bleu", "planning_sd", "family_level", "verdict")
 
 
 @dataclass
 class Plan:
-    """One round: the seeds each row gets (base included) and, per picked row, why."""
+    """The extension: the seeds each row gets (base included) and, for every row compared with base, why."""
 
     adds: dict[str, list[int]] = field(default_factory=dict)
     why: dict[str, str] = field(default_factory=dict)
@@ -39,10 +47,16 @@ def read_table(path: Path) -> list[dict[str, str]]:
         raise FileNotFoundError(f"{path} not found: run `dvc repro` first, which writes Table 3")
     with open(path, encoding="utf-8", newline="") as f:
         rows = list(csv.DictReader(f))
-    missing = {"row", "verdict", "seeds_needed"} - set(rows[0] if rows else {})
+    missing = sorted(set(COLUMNS) - set(rows[0] if rows else {}))
     if rows and missing:
-        raise ValueError(f"{path}: no column {sorted(missing)}; rerun `dvc repro` to rewrite Table 3")
+        raise ValueError(f"{path}: no column {missing}; rerun `dvc repro` to rewrite Table 3")
     return rows
+
+
+def planned_seeds(table: Sequence[Mapping[str, str]]) -> dict[str, int | None]:
+    """Each row's planned seeds from table3.csv (None: out of reach or nothing to plan), base left out."""
+    return {line["row"]: int(line["seeds_planned"]) if line["seeds_planned"] else None
+            for line in table if line["row"] != BASE}
 
 
 def new_seeds(have: Sequence[int], count: int) -> list[int]:
@@ -55,20 +69,21 @@ def new_seeds(have: Sequence[int], count: int) -> list[int]:
     return out
 
 
-def plan_round(table: Sequence[Mapping[str, str]], seeds: Mapping[str, Sequence[int]], max_seeds: int) -> Plan:
-    """The rows to give more seeds: unresolved, below `max_seeds` seeds, and needing at most `max_seeds`. Each
-    goes to the seeds it needs (at least one more, at most `max_seeds`); base gets every seed a picked row gets."""
+def plan_extension(planned: Mapping[str, int | None], seeds: Mapping[str, Sequence[int]], max_seeds: int) -> Plan:
+    """The one extension: a row planned for more seeds than it has, and at most `max_seeds`, gets the seeds it
+    lacks; base gets every seed a row gets. Decided by the plans alone (pilot spread, difference of interest)."""
     plan = Plan()
-    for line in table:
-        row, needed = line["row"], line["seeds_needed"]
-        if row == BASE or row not in seeds or line["verdict"] != "unresolved" or not needed:
-            continue
-        have = list(seeds[row])
-        if int(needed) > max_seeds or len(have) >= max_seeds:
-            continue
-        add = new_seeds(have, min(max_seeds, max(int(needed), len(have) + 1)) - len(have))
-        plan.adds[row] = add
-        plan.why[row] = f"unresolved, {needed} seeds needed, has {len(have)}"
+    for row, want in planned.items():
+        have = list(seeds.get(row, ()))
+        if want is None:
+            plan.why[row] = f"out of reach (> {SEEDS_UP_TO} seeds) or nothing to plan; stays at {len(have)}"
+        elif want <= len(have):
+            plan.why[row] = f"{want} planned, has {len(have)}: its verdict is final"
+        elif want > max_seeds:
+            plan.why[row] = f"{want} planned > aggregate.max_seeds {max_seeds}: stays at {len(have)}"
+        else:
+            plan.adds[row] = new_seeds(have, want - len(have))
+            plan.why[row] = f"{want} planned, has {len(have)}"
     if plan.adds:
         base = list(seeds.get(BASE, []))
         wanted = sorted({s for add in plan.adds.values() for s in add} - set(base))
@@ -77,48 +92,74 @@ def plan_round(table: Sequence[Mapping[str, str]], seeds: Mapping[str, Sequence[
     return plan
 
 
-def describe(plan: Plan) -> str:
-    """One line a row: the seeds it gets, and why."""
-    return "\n".join(f"  {row}: + seeds {' '.join(map(str, add))} ({plan.why.get(row, 'the rows below pair with it')})"
-                     for row, add in plan.adds.items())
+def describe(plan: Plan, table: Sequence[Mapping[str, str]]) -> str:
+    """The plan's basis (pooled SD, family level) and one line a row: its test, difference of interest, seeds."""
+    first = next(iter(table), {})
+    lines = [f"planned from the pilot: pooled SD of the paired differences {first.get('planning_sd') or '—'}, "
+             f"family level {first.get('family_level') or '—'} per row"]
+    for line in table:
+        row = line["row"]
+        if row == BASE:
+            continue
+        effect = f"{float(line['expected_delta_bleu']):+.2f}" if line["expected_delta_bleu"] else "—"
+        aim = "show |Δ| within the margin" if line["test"] == "equivalence" else f"resolve Δ {effect}"
+        gets = f"+ seeds {' '.join(map(str, plan.adds[row]))}" if row in plan.adds else "no new seeds"
+        lines.append(f"  {row}: {line['test']} ({aim}); {plan.why.get(row, '')}; {gets}")
+    if BASE in plan.adds:
+        lines.append(f"  base: + seeds {' '.join(map(str, plan.adds[BASE]))} (the rows above pair with it)")
+    return "\n".join(lines)
 
 
-def run(params: Path, table: Path, max_seeds: int, until_resolved: bool, dry: bool,
-        repro: Sequence[str] = (sys.executable, "-m", "dvc", "repro")) -> list[Plan]:
-    """Rounds of plan, params.yaml edit and `repro`, printing each; the plans carried out (a dry one included)."""
-    done: list[Plan] = []
-    while True:
-        plan = plan_round(read_table(table), seeds_per_row(params), max_seeds)
-        if not plan.adds:
-            print(f"nothing to run: no unresolved row can be resolved with at most {max_seeds} seeds")
-            return done
-        print(f"round {len(done) + 1}:\n{describe(plan)}", flush=True)
-        done.append(plan)
-        if dry:
-            print(f"dry run: {params} unchanged, `dvc repro` not run")
-            return done
-        extra = add_extra_seeds(params, plan.adds)
-        print(f"{params}: extra_seeds = {extra}; running dvc repro", flush=True)
-        subprocess.run(list(repro), check=True)
-        verdicts = {line["row"]: line["verdict"] for line in read_table(table)}
-        print("  now: " + ", ".join(f"{row} {verdicts.get(row, '?')}" for row in plan.why), flush=True)
-        if not until_resolved:
-            return done
+def max_seeds_of(params: Path) -> int:
+    """params.yaml's aggregate.max_seeds (declared with the design), or the default."""
+    data = yaml.safe_load(Path(params).read_text(encoding="utf-8")) or {}
+    value = (data.get("aggregate") or {}).get("max_seeds")
+    return MAX_SEEDS if value is None else int(value)
+
+
+def run(params: Path, table: Path, dry: bool,
+        repro: Sequence[str] = (sys.executable, "-m", "dvc", "repro")) -> Plan:
+    """Plan the extension from the pilot's table, print it, then (unless dry) write it and run `repro`."""
+    made = read_extra_seeds(params)
+    if made:
+        raise ValueError(
+            f"{params}: extra_seeds is already {made}: the design's one extension was made, and the table's "
+            "verdicts are its final test. More seeds now would test the same rows again (optional stopping: "
+            "every further look raises the chance of a false verdict). For a new study, list its seeds in "
+            "`seeds` and clear `extra_seeds`.")
+    rows = read_table(table)
+    plan = plan_extension(planned_seeds(rows), seeds_per_row(params), max_seeds_of(params))
+    print(describe(plan, rows), flush=True)
+    if not plan.adds:
+        print("nothing to run: no row's plan asks for more seeds within aggregate.max_seeds; every verdict is final")
+        return plan
+    if dry:
+        print(f"dry run: {params} unchanged, `dvc repro` not run")
+        return plan
+    extra = add_extra_seeds(params, plan.adds)
+    print(f"{params}: extra_seeds = {extra}; running dvc repro", flush=True)
+    subprocess.run(list(repro), check=True)
+    verdicts = {line["row"]: line["verdict"] for line in read_table(table)}
+    print("final: " + ", ".join(f"{row} {verdicts.get(row, '?')}" for row in plan.adds if row != BASE), flush=True)
+    return plan
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m aiayn.seeds", description=__doc__.splitlines()[0])
-    parser.add_argument("--until-resolved", action="store_true", help="repeat rounds until no row can be picked")
-    parser.add_argument("--max", type=int, default=10, dest="max_seeds", metavar="N",
-                        help="at most N seeds a row (default 10)")
-    parser.add_argument("--dry", action="store_true", help="print one round's plan; write and run nothing")
+    parser.add_argument("--dry", action="store_true", help="print the plan; write and run nothing")
     parser.add_argument("--params", type=Path, default=Path(PARAMS), help=f"the DVC params file (default {PARAMS})")
     parser.add_argument("--table", type=Path, default=Path(TABLE), help=f"Table 3 as CSV (default {TABLE})")
+    parser.add_argument("--until-resolved", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--max", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.max_seeds < 2:
-        parser.error("--max must be at least 2 (a paired t-test needs two seeds)")
+    if args.until_resolved:
+        parser.error("--until-resolved is gone: adding seeds until a row is resolved is optional stopping, which "
+                     "makes false verdicts several times likelier than alpha. The design extends once, to the "
+                     "seeds the pilot plans: `python -m aiayn.seeds` (docs/verdicts.md)")
+    if args.max is not None:
+        parser.error("--max is declared with the design, before the runs: set aggregate.max_seeds in params.yaml")
     try:
-        run(args.params, args.table, args.max_seeds, args.until_resolved, args.dry)
+        run(args.params, args.table, args.dry)
     except (FileNotFoundError, ValueError, subprocess.CalledProcessError) as err:
         sys.exit(f"error: {err}")
 

@@ -121,11 +121,19 @@ def test_the_shipped_params_file_lists_every_overridable_key_of_the_schemas_as_n
     from aiayn.config.params import read_overrides
     from aiayn.config.schema import ROW_GROUPS
 
+    from aiayn.config.params import DESIGN_KEYS
+    from aiayn.config.schema import AggregateConfig
+
     params = yaml.safe_load((repo_root / "params.yaml").read_text())
     for group, schema in ROW_GROUPS.items():
         assert list(params[group]) == [f.name for f in dataclasses.fields(schema)], group
         assert all(v is None for v in params[group].values())
-    assert read_overrides(repo_root / "params.yaml") == []
+    # Table 3's design is declared in the file, at the schema's defaults (so the stages run as without it).
+    defaults = AggregateConfig()
+    assert list(params["aggregate"]) == list(DESIGN_KEYS)
+    assert params["aggregate"] == {key: getattr(defaults, key) for key in DESIGN_KEYS}
+    assert read_overrides(repo_root / "params.yaml") == [
+        f"aggregate.{k}={v}" for k, v in params["aggregate"].items() if v is not None]
 
 
 def test_overrides_from_params_become_hydra_overrides_and_bad_keys_are_named(tmp_path: Path) -> None:

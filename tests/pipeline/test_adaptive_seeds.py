@@ -1,5 +1,6 @@
-"""`python -m aiayn.seeds --until-resolved` end to end: params.yaml edited, `dvc repro` trains only the new seeds of
-the picked row and base, the table pairs them, and the loop stops at --max. A temporary DVC repo, smoke scale."""
+"""`python -m aiayn.seeds` end to end: the pilot's plan extends params.yaml once, `dvc repro` trains only the new
+seeds of the planned row and base, the table pairs them and calls its verdicts final, and a second extension is
+refused. A temporary DVC repo, smoke scale."""
 from __future__ import annotations
 
 import csv
@@ -10,11 +11,12 @@ import pytest
 import yaml
 
 from aiayn.config.params import read_extra_seeds
+from aiayn.seeds import main as seeds_main
 
 pytestmark = pytest.mark.slow  # 2.5-3 minutes on 2 shared CPU cores: a repro of three rows, then one of two
 
 
-def test_until_resolved_runs_only_the_seeds_that_can_resolve_a_row(tmp_path: Path, copy_project) -> None:
+def test_the_one_extension_runs_only_the_planned_seeds(tmp_path: Path, copy_project) -> None:
     # The helpers of test_dvc.py (a module, not a conftest), loaded by path as pytest's importlib mode requires.
     import importlib.util
 
@@ -23,25 +25,27 @@ def test_until_resolved_runs_only_the_seeds_that_can_resolve_a_row(tmp_path: Pat
     spec.loader.exec_module(helpers)
     repo = copy_project(tmp_path, scale="smoke", rows=["base", "D1", "E"], seeds=[1, 2])
     helpers.dvc("repro", cwd=repo)
-    # Smoke runs learn nothing, so their own table has nothing to resolve: plant the verdicts a real run could give
-    # (D1 unresolved and 3 seeds would do; E out of reach). The rerun's aggregate rewrites the table for real.
+    # Smoke runs learn nothing, so their own plan means nothing: plant the plans a real pilot could give (D1 needs 3
+    # seeds; E needs 60, out of reach at aggregate.max_seeds 3). The rerun's aggregate rewrites the table for real.
+    (repo / "params.yaml").write_text((repo / "params.yaml").read_text().replace("max_seeds: 10", "max_seeds: 3"))
+    helpers.dvc("repro", cwd=repo)  # the aggregate stage tracks the design's keys
     table = repo / "results" / "table3.csv"
     with open(table, encoding="utf-8", newline="") as f:
         lines = list(csv.DictReader(f))
-    planted = {"D1": ("unresolved", "3"), "E": ("unresolved", "60")}
+    planted = {"D1": "3", "E": "60"}
     for line in lines:
-        line["verdict"], line["seeds_needed"] = planted.get(line["row"], (line["verdict"], line["seeds_needed"]))
+        line["seeds_planned"] = planted.get(line["row"], line["seeds_planned"])
     with open(table, "w", encoding="utf-8", newline="") as f:
         writer = csv.DictWriter(f, list(lines[0]))
         writer.writeheader()
         writer.writerows(lines)
 
-    out = helpers.run([sys.executable, "-m", "aiayn.seeds", "--until-resolved", "--max", "3"], repo).stdout
-    assert "D1: + seeds 3 (unresolved, 3 seeds needed, has 2)" in out and "  E: + seeds" not in out
+    out = helpers.run([sys.executable, "-m", "aiayn.seeds"], repo).stdout
+    assert "D1: difference (resolve Δ" in out and "3 planned, has 2; + seeds 3" in out
+    assert "60 planned > aggregate.max_seeds 3: stays at 2; no new seeds" in out
     ran = {line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage")}
     assert ran == {"seeds", "train@base", "evaluate@base", "train@D1", "evaluate@D1", "aggregate"}, out
     assert "runs/D1/seed1: already trained to step" in out  # finished seeds are skipped, not retrained
-    assert "nothing to run: no unresolved row can be resolved with at most 3 seeds" in out and "round 2" not in out
     assert read_extra_seeds(repo / "params.yaml") == {"base": [3], "D1": [3]}
     assert yaml.safe_load((repo / "seeds" / "D1.yaml").read_text()) == {"seeds": [1, 2, 3]}
     assert (repo / "runs" / "D1" / "seed3" / "train.json").exists() and not (repo / "runs" / "E" / "seed3").exists()
@@ -49,4 +53,7 @@ def test_until_resolved_runs_only_the_seeds_that_can_resolve_a_row(tmp_path: Pat
         rows = {r["row"]: r for r in csv.DictReader(f)}
     assert [(r, rows[r]["n_seeds"], rows[r]["delta_bleu_n_pairs"]) for r in ("base", "D1", "E")] == [
         ("base", "3", ""), ("D1", "3", "3"), ("E", "2", "2")]
+    assert rows["D1"]["verdict_final"] == "True" and rows["E"]["verdict_final"] == "True"  # the extension was made
     assert "Running stage" not in helpers.dvc("repro", cwd=repo)  # the edited params.yaml is what DVC recorded
+    with pytest.raises(SystemExit, match="one extension was made"):
+        seeds_main(["--dry", "--params", str(repo / "params.yaml"), "--table", str(table)])

@@ -116,7 +116,7 @@ def test_dag_is_fetch_bpe_train_evaluate_aggregate(repo: Path) -> None:
 
 
 PLOTS = ("validation perplexity of every run", "dev BLEU by row (mean and 95% CI over seeds)",
-         "row minus base, dev BLEU (ours with paired 95% CI; paper as red crosses)",
+         "row minus base, dev BLEU (ours with the family interval that decides the verdict; paper at this setting as red crosses)",
          "Table 2, test BLEU (paper systems as bars; ours with 95% CI)", "results/bleu_by_row.png",
          "results/learning_curves.png")
 

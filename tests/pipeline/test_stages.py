@@ -101,8 +101,8 @@ def test_a_table3_row_is_scored_on_the_dev_set_only(workspace: Path) -> None:
     scores = stage("evaluate").run(compose(overrides(workspace, "row=C1")))
     out = workspace / "evals" / "C1" / "seed1"
     assert json.loads((out / "eval.json").read_text()) == scores
-    assert scores["dev_bleu"] >= 0 and scores["dev_ppl"] > 1 and scores["checkpoints_averaged"] == 1
-    assert "bleu" not in scores and "test_set" not in scores and not (out / "hyps.test.txt").exists()
+    assert scores["dev"]["bleu"] >= 0 and scores["dev"]["ppl"] > 1 and scores["dev"]["checkpoints_averaged"] == 1
+    assert "test" not in scores and not (out / "hyps.test.txt").exists()
     assert not list((workspace / "runs" / "C1" / "seed1" / "checkpoints").glob("step-*"))  # averages nothing
     assert scores["precision"] == "32-true"  # trainer=cpu's
 
@@ -112,35 +112,56 @@ def test_decode_precision_decodes_and_scores_in_that_arithmetic(workspace: Path)
     fp32 = stage("evaluate").run(compose(overrides(workspace, "row=C1")))
     bf16 = stage("evaluate").run(compose(overrides(workspace, "row=C1", "decode.precision=bf16-mixed")))
     assert (workspace / "evals" / "C1" / "precision=bf16-mixed" / "seed1" / "eval.json").exists()  # a variant
-    assert bf16["precision"] == "bf16-mixed" and bf16["dev_bleu"] >= 0
+    assert bf16["precision"] == "bf16-mixed" and bf16["dev"]["bleu"] >= 0
     # bf16 matmuls move the perplexity a little (so autocast was on), and only a little
-    assert bf16["dev_ppl"] != fp32["dev_ppl"] and abs(bf16["dev_ppl"] / fp32["dev_ppl"] - 1) < 0.05
+    assert bf16["dev"]["ppl"] != fp32["dev"]["ppl"] and abs(bf16["dev"]["ppl"] / fp32["dev"]["ppl"] - 1) < 0.05
 
 
-def test_evaluate_writes_scores_and_hypotheses(workspace: Path) -> None:
+def test_evaluate_scores_table3_on_the_last_checkpoint_and_table2_on_the_average(workspace: Path) -> None:
+    """base (Tables 2 and 3): dev from the last checkpoint alone, as every Table 3 row; test from the average of
+    the last 5 snapshots; each section names its own checkpoints."""
     run = workspace / "evals" / "base" / "seed1"
     scores = json.loads((run / "eval.json").read_text())
-    for key in ("bleu", "sacrebleu_signature", "bleu_paper", "chrf", "dev_ppl", "dev_bleu", "bleu_ci95",
-                "test_set", "checkpoints_averaged", "beam_size", "length_penalty", "sentences_per_s"):
-        assert key in scores, key
-    assert scores["checkpoints_averaged"] == 5 and scores["beam_size"] == 4
-    assert scores["test_set"]["lines"] == 40 and "nrefs:1" in scores["sacrebleu_signature"]
+    assert scores["beam_size"] == 4 and scores["length_penalty"] == 0.6
+    for key in ("bleu", "sacrebleu_signature", "bleu_paper", "chrf", "set", "checkpoints_averaged", "checkpoints",
+                "sentences_per_s", "copy_baseline_bleu"):
+        assert key in scores["dev"] and key in scores["test"], key
+    assert scores["dev"]["ppl"] > 1 and "ppl" not in scores["test"]
+    assert scores["test"]["checkpoints_averaged"] == 5
+    assert scores["test"]["checkpoints"] == [f"step-{s:08d}.ckpt" for s in (4, 6, 8, 10, 12)]
+    assert scores["dev"]["checkpoints_averaged"] == 1 and scores["dev"]["checkpoints"] == ["step-00000012.ckpt"]
+    assert scores["test"]["bleu_ci95"] is not None and scores["dev"]["bleu_ci95"] is None  # Table 2's interval
+    assert scores["test"]["set"]["lines"] == 40 and "nrefs:1" in scores["test"]["sacrebleu_signature"]
     assert len((run / "hyps.test.txt").read_text(encoding="utf-8").splitlines()) == 40
+
+
+def test_evaluation_of_the_last_checkpoint_is_that_checkpoints_model(workspace: Path) -> None:
+    """The dev section's hypotheses are what the last checkpoint's own weights decode, not the average's: a
+    second evaluation of base with averaging off (row.average_last=0, its own folder) decodes dev identically."""
+    once = json.loads((workspace / "evals" / "base" / "seed1" / "eval.json").read_text())
+    plain = stage("evaluate").run(compose(overrides(workspace, "row.average_last=0")))
+    assert plain["dev"]["bleu"] == once["dev"]["bleu"] and plain["dev"]["ppl"] == once["dev"]["ppl"]
+    assert plain["test"]["checkpoints"] == plain["dev"]["checkpoints"] == ["step-00000012.ckpt"]
+    assert (workspace / "evals" / "base" / "average_last=0" / "seed1" / "hyps.valid.txt").read_text() == (
+        workspace / "evals" / "base" / "seed1" / "hyps.valid.txt").read_text()
 
 
 def test_aggregate_writes_table3_with_seed_counts(workspace: Path) -> None:
     with open(workspace / "results" / "table3.csv", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
     assert [r["row"] for r in rows] == ["base"] and rows[0]["n_seeds"] == "2"
-    for col in ("bleu_mean", "bleu_ci95_low", "bleu_ci95_high", "ppl_mean", "ppl_ci95_low", "ppl_ci95_high"):
+    for col in ("bleu_mean", "bleu_ci95_low", "bleu_ci95_high", "ppl_gmean", "ppl_ci95_low", "ppl_ci95_high"):
         assert col in rows[0]
-    assert float(rows[0]["ppl_ci95_low"]) <= float(rows[0]["ppl_mean"]) <= float(rows[0]["ppl_ci95_high"])
+    assert float(rows[0]["ppl_ci95_low"]) <= float(rows[0]["ppl_gmean"]) <= float(rows[0]["ppl_ci95_high"])
+    assert rows[0]["checkpoints_averaged"] == "1"  # Table 3: base from its last checkpoint, as every row
+    with open(workspace / "results" / "table2.csv", encoding="utf-8") as f:
+        assert next(csv.DictReader(f))["checkpoints_averaged"] == "5"  # Table 2: base averaged
     assert (workspace / "results" / "table3.md").exists() and (workspace / "results" / "table2.md").exists()
     with open(workspace / "results" / "curves.csv", encoding="utf-8") as f:  # for `dvc plots show`
         points = [(r["run"], int(r["step"])) for r in csv.DictReader(f)]
     assert points == [("base-s1", 6), ("base-s1", 12), ("base-s2", 6), ("base-s2", 12)]
     metrics = json.loads((workspace / "results" / "metrics.json").read_text())  # for `dvc exp show`: headlines
-    assert set(metrics["table3"]["base"]) == {"dev_bleu", "dev_bleu_ci95", "verdict"}
+    assert set(metrics["table3"]["base"]) == {"dev_bleu", "dev_bleu_ci95"}  # base has no verdict
     assert metrics["table3"]["base"]["dev_bleu"] == pytest.approx(float(rows[0]["bleu_mean"]))
     assert set(metrics["table2"]["base"]) == {"test_bleu", "test_bleu_tok"}
 
@@ -153,8 +174,8 @@ def test_multi30k_from_a_local_folder_end_to_end(shared_dir: Path, tmp_path: Pat
     stage("bpe").run(compose(overrides(tmp_path, *extra)))
     stage("train").run(compose(overrides(tmp_path, *extra)))
     scores = stage("evaluate").run(compose(overrides(tmp_path, *extra)))
-    assert scores["dev_set"]["lines"] == 1014 and scores["test_set"]["lines"] == 1000
-    assert "held out" in scores["test_set"]["name"]
+    assert scores["dev"]["set"]["lines"] == 1014 and scores["test"]["set"]["lines"] == 1000
+    assert "held out" in scores["test"]["set"]["name"]
 
 
 def test_the_evaluate_stage_starts_without_lightning() -> None:

@@ -1,6 +1,8 @@
 """The packaged copy of the paper's tables, with base values filled into Table 3's blank fields."""
 from __future__ import annotations
 
+import pytest
+
 from aiayn.report.paper import paper_bleu_and_cost, paper_table2, paper_table3
 
 ROWS = ["base", "A1", "A2", "A3", "A4", "B1", "B2", "C1", "C2", "C3", "C4", "C5", "C6", "C7",
@@ -26,6 +28,22 @@ def test_table3_fills_blanks_from_base_and_keeps_deltas():
     assert (t["big"]["d_k"], t["big"]["P_drop"], t["big"]["train_steps"]) == (64, 0.3, 300000)
     t["base"]["bleu_dev"] = 0.0  # callers may mutate their copy without touching the next caller's
     assert paper_table3()["base"]["bleu_dev"] == 25.8
+
+
+def test_a_row_without_its_own_dev_bleu_is_an_error_not_a_copy_of_base(monkeypatch):
+    """A blank setting means "as base"; a blank result would make the row's Δ 0 ("no difference") if filled."""
+    import aiayn.report.paper as paper
+
+    real = paper._load
+
+    def without_d2_bleu():
+        tables = real()
+        del tables["table3"]["D"][1]["bleu_dev"]
+        return tables
+
+    monkeypatch.setattr(paper, "_load", without_d2_bleu)
+    with pytest.raises(ValueError, match=r"table3\.D\[1\] \(row D2\) has no bleu_dev"):
+        paper_table3()
 
 
 def test_table2_and_costs():

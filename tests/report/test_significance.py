@@ -1,5 +1,5 @@
-"""Seed-level significance: the sign-flip test, Holm's correction, seeds needed and verdicts, against hand-computed
-values, scipy, statsmodels and simulation."""
+"""Seed-level significance: the sign-flip test, the powers and seeds needed, the verdicts and their claims, against
+hand-computed values, scipy, statsmodels and simulation."""
 from __future__ import annotations
 
 import itertools
@@ -8,10 +8,11 @@ import math
 import numpy as np
 import pytest
 from scipy import stats
-from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.power import TTestPower
 
-from aiayn.report.significance import holm, paired_t_power, seeds_needed, sign_flip_p, verdict
+from aiayn.report.significance import (DIFFERENCE, EQUIVALENCE, OWN, Design, Verdict, kind_of, pooled_sd,
+                                       power_difference, power_equivalence, seeds_needed, sign_flip_p, t_quantile,
+                                       verdict)
 
 
 def test_sign_flip_p_hand_computed():
@@ -37,50 +38,88 @@ def test_sign_flip_p_by_sampling_beyond_sixteen_seeds_is_close_to_exact():
     assert 0 < sign_flip_p(np.full(20, 0.5)) < 1e-4  # sampled, yet never 0
 
 
-def test_holm_hand_computed_and_against_statsmodels():
-    # Sorted 0.005, 0.01, 0.03, 0.04 times 4, 3, 2, 1: 0.02, 0.03, 0.06, 0.04 -> 0.06 (monotone).
-    assert holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
-    assert holm([0.01, None, 0.04]) == [pytest.approx(0.02), None, pytest.approx(0.04)]  # None is not a test
-    p = np.random.default_rng(2).uniform(0, 0.2, 19)
-    assert holm(list(p)) == pytest.approx(list(multipletests(p, method="holm")[1]))
-    assert holm([None, None]) == [None, None] and holm([]) == []
-
-
 @pytest.mark.parametrize("effect", [0.4, 0.8, 1.0, 1.5, 2.0, 3.0])
 @pytest.mark.parametrize("alpha", [0.05, 0.05 / 19])
-def test_seeds_needed_is_the_first_n_with_the_power_and_matches_statsmodels(effect, alpha):
-    n = seeds_needed(effect * 0.7, 0.7, alpha)
-    assert paired_t_power(n, effect, alpha) >= 0.8 and (n == 2 or paired_t_power(n - 1, effect, alpha) < 0.8)
+def test_seeds_needed_for_a_difference_is_the_first_n_with_the_power_and_matches_statsmodels(effect, alpha):
+    """One-sided power of the two-sided interval (its sign resolved the right way): statsmodels' two-sided power
+    less its wrong-way tail, which is negligible where the power is 0.8."""
+    n = seeds_needed(DIFFERENCE, effect * 0.7, None, 0.7, 1 - alpha)
+    assert power_difference(n, effect * 0.7, 0.7, 1 - alpha)[0] >= 0.8
+    assert n == 2 or power_difference(n - 1, effect * 0.7, 0.7, 1 - alpha)[0] < 0.8
     assert n == math.ceil(TTestPower().solve_power(effect_size=effect, alpha=alpha, power=0.8) - 1e-9)
     reference = TTestPower().power(effect, n, alpha)  # NaN where it asks scipy's nct.cdf far into the lower tail
-    assert math.isnan(reference) or paired_t_power(n, effect, alpha) == pytest.approx(reference, abs=1e-9)
+    assert math.isnan(reference) or power_difference(n, effect, 1.0, 1 - alpha)[0] == pytest.approx(reference, abs=1e-4)
 
 
-def test_seeds_needed_power_holds_in_simulation():
-    """Brute force: paired t-tests on simulated seeds reject at the computed power (10 seeds at effect 1)."""
-    n, sims = seeds_needed(-0.9, 0.9), 20_000
-    assert n == 10
-    rng = np.random.default_rng(3)
-    for seeds, expected in ((n, paired_t_power(n, 1.0)), (n - 1, paired_t_power(n - 1, 1.0))):
-        d = rng.normal(-0.9, 0.9, size=(sims, seeds))
-        rejected = stats.ttest_1samp(d, 0.0, axis=1).pvalue < 0.05
-        assert rejected.mean() == pytest.approx(expected, abs=0.015)
-    assert paired_t_power(n, 1.0) >= 0.8 > paired_t_power(n - 1, 1.0)
+@pytest.mark.parametrize("n, delta, margin, sd, level", [(3, 0.0, 2.0, 0.3, 0.95), (5, 0.0, 1.0, 0.8, 0.9974),
+                                                         (10, 0.3, 1.0, 0.8, 0.9974), (20, -0.5, 1.0, 1.0, 0.99)])
+def test_powers_hold_in_simulation(n, delta, margin, sd, level):
+    """Brute force: simulated seeds' family intervals fall inside the margin (equivalence) and on the side of 0
+    (difference) as often as the power says."""
+    d = np.random.default_rng(3).normal(delta, sd, size=(100_000, n))
+    mean, half = d.mean(axis=1), t_quantile(level, n) * d.std(axis=1, ddof=1) / math.sqrt(n)
+    inside = np.mean((mean - half > -margin) & (mean + half < margin))
+    assert power_equivalence(n, delta, margin, sd, level)[0] == pytest.approx(inside, abs=0.005)
+    side = np.mean(mean - half > 0) if delta >= 0 else np.mean(mean + half < 0)
+    if delta != 0:
+        assert power_difference(n, delta, sd, level)[0] == pytest.approx(side, abs=0.005)
 
 
-def test_seeds_needed_undefined_without_a_difference_or_a_spread():
-    assert seeds_needed(None, 1.0) is None and seeds_needed(0.0, 1.0) is None
-    assert seeds_needed(1.0, None) is None and seeds_needed(1.0, 0.0) is None
-    assert seeds_needed(100.0, 1.0) == 2  # a t-test needs two seeds, however large the effect
-    assert seeds_needed(0.05, 1.0) == 3142  # statsmodels: 3141.47
+def test_seeds_needed_undefined_without_an_effect_a_spread_or_room_inside_the_margin():
+    assert seeds_needed(DIFFERENCE, None, 0.5, 1.0, 0.95) is None and seeds_needed(DIFFERENCE, 0.0, 0.5, 1.0, 0.95) is None
+    assert seeds_needed(DIFFERENCE, 1.0, 0.5, None, 0.95) is None and seeds_needed(DIFFERENCE, 1.0, 0.5, 0.0, 0.95) is None
+    assert seeds_needed(DIFFERENCE, 100.0, 0.5, 1.0, 0.95) == 2  # a t interval needs two seeds, however large the effect
+    assert seeds_needed(DIFFERENCE, 0.05, 0.5, 1.0, 0.95) is None  # 3142 seeds: beyond SEEDS_UP_TO
+    assert seeds_needed(EQUIVALENCE, 0.5, 0.5, 0.3, 0.95) is None  # a true difference on the margin never fits
+    assert seeds_needed(EQUIVALENCE, 0.0, None, 0.3, 0.95) is None  # no margin, nothing to fit inside
+    n = seeds_needed(EQUIVALENCE, 0.0, 0.5, 0.3, 0.95)
+    assert power_equivalence(n, 0.0, 0.5, 0.3, 0.95)[0] >= 0.8 > power_equivalence(n - 1, 0.0, 0.5, 0.3, 0.95)[0]
 
 
-def test_verdict():
-    assert verdict(-0.9, -1.2, 0.01) == "reproduced" and verdict(0.6, 5.3, 0.049) == "reproduced"
-    assert verdict(-0.9, 1.2, 0.01) == "contradicted"
-    assert verdict(-0.9, -1.2, 0.05) == "unresolved" and verdict(-0.9, -1.2, None) == "unresolved"
-    assert verdict(-0.9, None, None) == "unresolved" and verdict(-0.9, 0.0, 0.0) == "unresolved"
-    assert verdict(0.0, -1.2, 0.001) == "—"  # the paper shows no difference: nothing to reproduce
-    # A row the paper does not have: compared with base alone.
-    assert verdict(None, -1.2, 0.001) == "lower" and verdict(None, 0.4, 0.01) == "higher"
-    assert verdict(None, 0.4, 0.2) == "unresolved" and verdict(None, None, None) == "—"
+def test_pooled_sd_weights_by_degrees_of_freedom():
+    assert pooled_sd([1.0, 2.0, None], [3, 5, 4]) == (pytest.approx(math.sqrt((2 * 1 + 4 * 4) / 6)), 6)
+    assert pooled_sd([1.0], [1]) == (None, 0) and pooled_sd([], []) == (None, 0)
+
+
+def test_kind_of_rows():
+    assert kind_of(None, 0.5) == OWN and kind_of(-0.9, 0.5) == DIFFERENCE and kind_of(0.0, 0.5) == EQUIVALENCE
+    assert kind_of(25.3 - 25.8, 0.5) == EQUIVALENCE  # -0.5000000000000036 is the paper's -0.5: within the margin
+
+
+def test_each_verdict_and_the_claim_it_makes():
+    """Intervals planted for every verdict of every kind of row; each verdict's claim holds of the interval."""
+    m = 1.0
+    cases = [
+        # equivalence rows (paper: no difference)
+        (EQUIVALENCE, (-0.5, 0.8), None, Verdict("reproduced", -1.0, 1.0)),
+        (EQUIVALENCE, (1.2, 3.0), None, Verdict("contradicted", 1.0, math.inf)),
+        (EQUIVALENCE, (-3.0, -1.5), None, Verdict("contradicted", -math.inf, -1.0)),
+        (EQUIVALENCE, (0.5, 1.5), None, Verdict("unresolved")),  # above 0, but not beyond the margin
+        # difference rows (paper -2.0)
+        (DIFFERENCE, (-3.0, -0.1), -2.0, Verdict("reproduced", -math.inf, 0.0)),
+        (DIFFERENCE, (0.2, 4.0), -2.0, Verdict("contradicted", 0.0, math.inf)),
+        (DIFFERENCE, (-0.6, 0.7), -2.0, Verdict("contradicted", -1.0, 1.0)),  # shown within ±delta
+        (DIFFERENCE, (-0.9, -0.2), -2.0, Verdict("reproduced", -math.inf, 0.0)),  # the sign, if not the size
+        (DIFFERENCE, (-3.0, 0.5), -2.0, Verdict("unresolved")),
+        # rows the paper does not have
+        (OWN, (0.3, 2.0), 1.0, Verdict("higher", 0.0, math.inf)),
+        (OWN, (-2.0, -0.3), 1.0, Verdict("lower", -math.inf, 0.0)),
+        (OWN, (-0.4, 0.6), 1.0, Verdict("no difference", -1.0, 1.0)),
+        (OWN, (-0.4, 1.6), 1.0, Verdict("unresolved")),
+    ]
+    for kind, (low, high), expected, wanted in cases:
+        got = verdict(kind, low, high, expected, m)
+        assert got == wanted, (kind, low, high)
+        assert got.low is None or got.low <= low and high <= got.high  # the interval lies inside the claim
+    assert verdict(DIFFERENCE, None, None, -2.0, m) == Verdict("unresolved")  # no interval: no verdict
+    assert verdict(EQUIVALENCE, -0.5, 0.5, None, None) == Verdict("unresolved")  # no margin: no equivalence
+    assert Verdict("reproduced", -1.0, 1.0).holds(0.3) and not Verdict("reproduced", -1.0, 1.0).holds(1.0)
+    assert Verdict("unresolved").holds(123.0)  # claims nothing, never wrong
+
+
+def test_design_refuses_values_that_cannot_decide():
+    for bad, key in ((dict(alpha=0.0), "aggregate.alpha"), (dict(power=1.0), "aggregate.power"),
+                     (dict(margin_bleu=0.0), "aggregate.margin_bleu"), (dict(bleu_scale=-1.0), "aggregate.bleu_scale"),
+                     (dict(max_seeds=1), "aggregate.max_seeds")):
+        with pytest.raises(ValueError, match=key):
+            Design(**bad)

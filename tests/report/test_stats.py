@@ -78,6 +78,7 @@ def test_paired_test_without_any_difference_has_no_p_value():
     assert res.mean_diff == 0.0 and res.p_value is None
 
 
-def test_paired_test_with_a_constant_shift_is_certain():
+def test_paired_test_with_a_constant_shift_has_nothing_to_test_against():
+    """Identical differences are no evidence of certainty: no interval, no p (so no verdict), spread 0."""
     res = paired_test({1: 3.0, 2: 4.0, 3: 5.0}, {1: 2.0, 2: 3.0, 3: 4.0})
-    assert (res.mean_diff, res.low, res.high, res.p_value) == (1.0, 1.0, 1.0, 0.0)
+    assert (res.mean_diff, res.low, res.high, res.p_value, res.sd, res.n) == (1.0, None, None, None, 0.0, 3)

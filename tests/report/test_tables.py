@@ -1,67 +1,79 @@
-"""Tables 2 and 3 from fabricated run folders: missing runs, one-seed rows, CSV columns, sign agreement."""
+"""Tables 2 and 3 from fabricated run folders: missing runs, one-seed rows, CSV columns, each table's protocol."""
 from __future__ import annotations
 
 import csv
 import json
+import math
 
 import pytest
 
 from aiayn.report import aggregate, collect_runs
-from aiayn.report.significance import seeds_needed
+from aiayn.report.significance import DIFFERENCE, Design, seeds_needed, t_quantile
 from aiayn.report.table2 import build_table2, table2_metrics
-from aiayn.report.table3 import build_table3, sign_agreement, table3_metrics
+from aiayn.report.table3 import build_table3, table3_metrics
 
-T3_REQUIRED = ["row", "n_seeds", "bleu_mean", "bleu_ci95_low", "bleu_ci95_high", "ppl_mean", "ppl_ci95_low",
-               "ppl_ci95_high", "params_m", "paper_bleu", "paper_ppl", "paper_params_m", "delta_bleu", "delta_bleu_sd",
-               "delta_bleu_p_seeds", "delta_bleu_p_sign_flip", "delta_bleu_p_holm", "verdict", "seeds_needed",
-               "sign_matches_paper"]
-
-
-def test_sign_agreement():
-    assert sign_agreement(-1.0, -0.9) == "yes"
-    assert sign_agreement(0.4, -0.9) == "no"
-    assert sign_agreement(0.4, 0.0) is None and sign_agreement(None, 1.0) is None and sign_agreement(0.0, 1.0) is None
+T3_REQUIRED = ["row", "n_seeds", "checkpoints_averaged", "bleu_mean", "bleu_ci95_low", "bleu_ci95_high",
+               "ppl_gmean", "ppl_ci95_low", "ppl_ci95_high", "params_m", "paper_bleu", "paper_ppl", "paper_params_m",
+               "delta_bleu", "delta_bleu_sd", "delta_bleu_n_pairs", "delta_bleu_family_low", "delta_bleu_family_high",
+               "family_level", "delta_bleu_p_seeds", "delta_bleu_p_sign_flip", "verdict", "verdict_final", "test",
+               "claim_low", "claim_high", "expected_delta_bleu", "margin_bleu", "bleu_scale",
+               "paper_delta_in_interval", "seeds_planned", "planning_sd", "ppl_ratio", "delta_log_ppl",
+               "paper_ppl_ratio"]
 
 
 def test_collect_reports_missing_and_failed_runs(fabricated, tmp_path):
-    (fabricated["runs"] / "A1" / "seed3" / "eval.json").write_text('{"dev_bleu": "high"}')
+    (fabricated["runs"] / "A1" / "seed3" / "eval.json").write_text('{"dev": {"bleu": "high"}}')
+    (fabricated["runs"] / "A1" / "seed2" / "eval.json").write_text('{"dev_bleu": 20.0}')  # an older stage's layout
     recs = {(r.row, r.seed): r for r in collect_runs(fabricated["runs"], ["A1", "D1"], [1, 2, 3])}
     assert recs[("A1", 1)].ok and recs[("D1", 1)].ok
     assert "eval.json is absent" in recs[("D1", 2)].reason
     assert "seed3 is missing" in recs[("D1", 3)].reason
-    assert "eval.json: key 'dev_bleu'" in recs[("A1", 3)].reason and not recs[("A1", 3)].ok
+    assert "eval.json: key 'dev.bleu' is 'high'" in recs[("A1", 3)].reason and not recs[("A1", 3)].ok
+    assert "no 'dev' section" in recs[("A1", 2)].reason and "rerun the evaluate stage" in recs[("A1", 2)].reason
 
 
 def test_table3_rows(fabricated):
+    """The fabricated runs at base BLEU ~30 (scale 30.17/25.8, margin 0.58): A1 -1.8 (paper -0.9), C5 -1.4 growing
+    with the seed (paper +0.2: an equivalence row), A3 identical to base, D1 one seed, custom a constant +0.5."""
     recs = collect_runs(fabricated["runs"], fabricated["rows"], fabricated["seeds"])
-    rows = {r["row"]: r for r in build_table3(recs)}
+    rows = {r["row"]: r for r in build_table3(recs, Design(pilot_seeds=(1, 2, 3)))}
     base, a1, a3, c5, d1, custom = (rows[k] for k in ("base", "A1", "A3", "C5", "D1", "custom"))
     assert base["n_seeds"] == 3 and base["bleu_mean"] == pytest.approx(30.1667, abs=1e-4)
-    assert base["bleu_ci95_low"] < 29.5 and base["bleu_ci95_high"] > 31.0
-    assert base["delta_bleu"] is None and base["sign_matches_paper"] is None and base["verdict"] == "—"
+    assert base["bleu_ci95_low"] < 29.5 and base["bleu_ci95_high"] > 31.0 and base["checkpoints_averaged"] == "1"
+    assert base["delta_bleu"] is None and base["verdict"] is None and base["seeds_planned"] is None
+    assert base["ppl_gmean"] == pytest.approx((5.0 * 4.9 * 5.1) ** (1 / 3))  # the geometric mean
+    scale = base["bleu_mean"] / 25.8
+    assert base["bleu_scale"] == pytest.approx(scale) and base["margin_bleu"] == pytest.approx(0.5 * scale)
     assert a1["delta_bleu"] == pytest.approx(-1.8) and a1["paper_delta_bleu"] == pytest.approx(-0.9)
-    assert a1["sign_matches_paper"] == "yes" and a1["delta_bleu_p_seeds"] < 0.01
+    assert a1["expected_delta_bleu"] == pytest.approx(-0.9 * scale) and a1["test"] == "difference"
     assert a1["delta_bleu_sd"] == pytest.approx(0.1) and a1["delta_bleu_p_sign_flip"] == 0.25  # 3 seeds, one sign
-    # Holm over the 3 rows with a p (A1, C5, custom: A3 has no spread, D1 one seed): custom's constant shift
-    # (p 0) first, then A1 times 2, then C5 times 1.
-    assert a1["delta_bleu_p_holm"] == pytest.approx(2 * a1["delta_bleu_p_seeds"]) and a1["verdict"] == "reproduced"
-    assert a1["seeds_needed"] == seeds_needed(-0.9, 0.1, 0.05 / 3) == 3
-    assert c5["sign_matches_paper"] == "no" and c5["paper_params_m"] == 168 and c5["verdict"] == "contradicted"
-    assert c5["delta_bleu_p_holm"] == pytest.approx(c5["delta_bleu_p_seeds"])
-    assert a3["paper_delta_bleu"] == 0 and a3["sign_matches_paper"] is None and a3["verdict"] == "—"
-    assert a3["delta_bleu_p_seeds"] is None and a3["delta_bleu_p_holm"] is None and a3["seeds_needed"] is None
+    # The family: every row with two or more pairs (A1, C5, A3, custom; D1 has one): Bonferroni's m is 4. A3's
+    # differences are all 0 and custom's all +0.5: counted, with no interval (no spread to test against).
+    assert a1["family_level"] == pytest.approx(1 - 0.05 / 4)
+    half = t_quantile(1 - 0.05 / 4, 3) * 0.1 / math.sqrt(3)
+    assert (a1["delta_bleu_family_low"], a1["delta_bleu_family_high"]) == pytest.approx((-1.8 - half, -1.8 + half))
+    assert a1["verdict"] == "reproduced" and (a1["claim_low"], a1["claim_high"]) == (-math.inf, 0.0)
+    assert a1["paper_delta_in_interval"] == "no"  # -1.8 ± 0.37 does not hold -0.9 x 1.17
+    assert c5["test"] == "equivalence" and c5["paper_params_m"] == 168 and c5["verdict"] == "unresolved"
+    assert a3["paper_delta_bleu"] == 0 and a3["test"] == "equivalence" and a3["verdict"] == "unresolved"
+    assert a3["delta_bleu_p_seeds"] is None and a3["delta_bleu_family_low"] is None  # identical: no interval
     assert d1["n_seeds"] == 1 and d1["bleu_mean"] == 28.0 and d1["verdict"] == "unresolved"
     assert d1["bleu_ci95_low"] is None and d1["delta_bleu_p_seeds"] is None and d1["delta_bleu"] == -2.0
-    assert d1["delta_bleu_sd"] is None and d1["seeds_needed"] is None  # one seed: no spread to plan with
+    assert d1["delta_bleu_sd"] is None and d1["family_level"] == pytest.approx(1 - 0.05 / 4)
     assert "seed2" in d1["failed_runs"] and "seed3" in d1["failed_runs"]
-    # A row the paper does not have: compared with base alone (a constant +0.5 over seeds: resolved, higher).
-    assert custom["paper_bleu"] is None and custom["sign_matches_paper"] is None and custom["verdict"] == "higher"
-    assert custom["delta_bleu_p_holm"] == 0.0 and custom["seeds_needed"] is None  # no spread to plan with
+    # A row the paper does not have, planned for the margin (its user stated no effect of interest).
+    assert custom["paper_bleu"] is None and custom["test"] == "own" and custom["verdict"] == "unresolved"
+    assert custom["expected_delta_bleu"] == pytest.approx(0.5 * scale) and custom["paper_delta_in_interval"] is None
     assert custom["params_m"] == pytest.approx(0.123456)
+    # Planned from the pooled spread of the rows with one (A1's 0.1, C5's 0.2 over 2 df each, A3 and custom 0).
+    assert a1["planning_sd"] == pytest.approx(math.sqrt((2 * 0.01 + 2 * 0.04 + 0 + 0) / 8))
+    assert a1["seeds_planned"] == seeds_needed(DIFFERENCE, a1["expected_delta_bleu"], a1["margin_bleu"],
+                                               a1["planning_sd"], 1 - 0.05 / 4)
     headline = table3_metrics(list(rows.values()))  # dvc exp show's columns: four numbers a row, no more
     assert headline["A1"] == {"dev_bleu": a1["bleu_mean"], "dev_bleu_ci95": pytest.approx(
         (a1["bleu_ci95_high"] - a1["bleu_ci95_low"]) / 2), "delta_bleu": a1["delta_bleu"], "verdict": "reproduced"}
-    assert "delta_bleu" not in headline["base"] and set(headline["D1"]) == {"dev_bleu", "delta_bleu", "verdict"}
+    assert set(headline["base"]) == {"dev_bleu", "dev_bleu_ci95"}
+    assert set(headline["D1"]) == {"dev_bleu", "delta_bleu", "verdict"}
 
 
 def test_table3_pairs_rows_with_their_own_seeds(fabricated):
@@ -77,6 +89,8 @@ def test_table2_rows(fabricated):
     rows = build_table2(recs, lengths=(10.0, 10.0), sustained_flops_per_device=1e9)
     ours = [r for r in rows if r["source"] == "ours"]
     assert [(r["system"], r["pair"], r["n_seeds"]) for r in ours] == [("Transformer (base model), ours", "en_de", 3)]
+    assert ours[0]["bleu_mean"] == pytest.approx(29.1667, abs=1e-4)  # the test section's, not dev's 30.17
+    assert ours[0]["checkpoints_averaged"] == "5"  # Table 2's protocol, recorded apart from Table 3's
     assert ours[0]["paper_bleu"] == 27.3 and ours[0]["paper_train_flops"] == 3.3e18
     assert table2_metrics(rows) == {"base": {"test_bleu": ours[0]["bleu_mean"], "test_bleu_tok": ours[0]["bleu_tok_mean"]}}
     assert ours[0]["train_flops_estimated"] == 2.0 * 1 * 1e9  # wall time x devices x rate
@@ -104,10 +118,12 @@ def test_aggregate_writes_every_output(fabricated):
     assert d1["bleu_ci95_low"] == "" and d1["bleu_mean"] == "28.0"
     assert next(r for r in table if r["row"] == "big")["n_seeds"] == "0"
     md = (out / "table3.md").read_text()
-    assert "| D1 | 1 | 28.00 |" in md and "tiny" in md and "not comparable" in md
-    assert "| p (t) | p (sign-flip) | p (Holm) | verdict | seeds needed |" in md and "bootstrap" not in md
-    assert "over the 3 rows compared with base" in md and "α = 0.05/3" in md
-    assert "| -1.80 ± 0.25 | 0.001 | 0.250 | 0.002 | reproduced | 3 | 24.9 | -0.9 |" in md  # A1
+    assert "| D1 | 1 | 28.00 |" in md and "tiny" in md and "not the paper's setting" in md
+    assert "| p (t) | p (sign-flip) | verdict | paper Δ | Δ of interest | in interval | seeds planned |" in md
+    assert "Bonferroni over the 4 rows compared with base" in md and "bootstrap" not in md
+    assert "direction at this scale, against the paper's" in md and "no averaging" in md
+    a1 = next(line for line in md.splitlines() if line.startswith("| A1 |"))
+    assert "| -1.80 ± 0.25 | [-2.31, -1.29] | 0.001 | 0.250 | reproduced | -0.9 | -1.05 | no | 3 |" in a1
     tex = (out / "table3.tex").read_text()
     assert r"\toprule" in tex and r"\bottomrule" in tex and r"$\pm$" in tex
     assert "3.3e+18" in (out / "table2.md").read_text()

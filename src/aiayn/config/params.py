@@ -14,6 +14,8 @@ from aiayn.io import atomic_write_text
 T = TypeVar("T")
 EXTRA_SEEDS = "extra_seeds"  # row -> seeds it runs besides `seeds` (and base runs them too: differences are paired)
 OVERRIDE_GROUPS = ("model", "train", "decode")  # params.yaml's overrides of conf/ for every row (null: none)
+# params.yaml's `aggregate` keys: how Table 3 decides, declared before the runs (AggregateConfig; null: the default)
+DESIGN_KEYS = ("alpha", "power", "margin_bleu", "bleu_scale", "max_seeds")
 
 
 def _load(path: Path, key: str) -> dict[str, Any]:
@@ -117,8 +119,8 @@ def write_seed_lists(params_file: str | Path, out_dir: str | Path) -> dict[str, 
 
 
 def read_overrides(path: str | Path) -> list[str]:
-    """params.yaml's `model`, `train` and `decode` mappings as Hydra overrides (`train.lr_factor=2`), nulls left
-    out; a key the schema does not have is refused naming the file, the key and the nearest valid one."""
+    """params.yaml's `model`, `train`, `decode` and `aggregate` mappings as Hydra overrides (`train.lr_factor=2`),
+    nulls left out; a key the schema does not have is refused naming the file, the key and the nearest valid one."""
     return overrides_of(_load(Path(path), "overrides"), path)
 
 
@@ -128,11 +130,12 @@ def overrides_of(params: Mapping[str, Any], path: str | Path) -> list[str]:
     from aiayn.config.schema import ROW_GROUPS
 
     path, out = Path(path), []
-    for group in OVERRIDE_GROUPS:
+    keys = {group: list(ROW_GROUPS[group].__dataclass_fields__) for group in OVERRIDE_GROUPS}
+    for group, names in {**keys, "aggregate": list(DESIGN_KEYS)}.items():
         values = params.get(group) or {}
         if not isinstance(values, dict):
             raise ValueError(f"{path}: key '{group}' must map {group} settings to values (null: none), got {values!r}")
-        valid = [f"{group}.{f}" for f in ROW_GROUPS[group].__dataclass_fields__]
+        valid = [f"{group}.{f}" for f in names]
         for key, value in values.items():
             if f"{group}.{key}" not in valid:
                 hint = nearest_key(f"{group}.{key}", valid)

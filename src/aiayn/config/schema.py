@@ -256,9 +256,12 @@ class RowConfig:
     # compared on the dev set only (newstest2013), as in the paper.
     tables: List[str] = field(default_factory=lambda: ["table3"])
     paper: PaperRef = field(default_factory=PaperRef)
-    # Checkpoints averaged at evaluation (section 6.1); 0 = last checkpoint only.
-    # Departure: see docs/departures.md#checkpoint-averaging-for-table3
+    # Checkpoints averaged for Table 2's test evaluation (section 6.1: base 5, big 20); 0 = the last checkpoint.
+    # Table 3 evaluates every row on its last checkpoint (section 6.2).
     average_last: int = 0
+    # For a row the paper does not have: the smallest ΔBLEU from base worth detecting, in BLEU at the paper's scale
+    # (converted like the paper's differences); its seeds are planned for it. null: the margin (aggregate.margin_bleu).
+    effect_of_interest: Optional[float] = None
     model: ModelPatch = field(default_factory=ModelPatch)
     train: TrainPatch = field(default_factory=TrainPatch)
     decode: DecodePatch = field(default_factory=DecodePatch)
@@ -287,12 +290,21 @@ class PathsConfig:
 
 @dataclass
 class AggregateConfig:
-    """Which runs make the tables; null rows/seeds are read from `params_file`, the DVC pipeline's lists."""
+    """Which runs make the tables, and how Table 3 decides (aiayn.report.significance.Design, docs/verdicts.md);
+    null rows/seeds are read from `params_file`, the DVC pipeline's lists. The verdict keys are declared before the
+    runs (params.yaml's `aggregate`)."""
 
     rows: Optional[List[str]] = None
     seeds: Optional[List[int]] = None
     params_file: str = "params.yaml"
     sustained_flops_per_device: float = 9.5e12  # the paper's P100 figure (footnote of Table 2)
+    alpha: float = 0.05  # the family-wise error rate of Table 3's verdicts together
+    power: float = 0.8  # of each row's decision at its planned seeds
+    margin_bleu: float = 0.5  # delta: differences within it are "no difference", in BLEU at the paper's scale
+    # The paper's BLEU -> this setting's; null: 1 at the paper's setting (scale paper, wmt14_en_de), else our base's
+    # dev BLEU over the pilot seeds / the paper's 25.8.
+    bleu_scale: Optional[float] = None
+    max_seeds: int = 10  # the design's one extension gives a row at most this many seeds
 
 
 @dataclass

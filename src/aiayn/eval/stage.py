@@ -1,6 +1,7 @@
-"""The evaluate stage: average the run's last checkpoints, decode dev and test, score, write eval.json.
+"""The evaluate stage: decode dev and test, score, write eval.json.
 
-Dev (newstest2013 for WMT) gives Table 3's BLEU and PPL; test (newstest2014) gives Table 2's BLEU.
+Dev (newstest2013 for WMT), from the last checkpoint, gives Table 3's BLEU and PPL; test (newstest2014), from the
+average of the row's last checkpoints, gives Table 2's BLEU.
 """
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from aiayn.data.batching import eval_batches
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.decode import translate
 from aiayn.decode.translate import autocast
-from aiayn.eval.averaging import average_checkpoints, select_last
+from aiayn.eval import averaging
+from aiayn.eval.averaging import average_checkpoints
 from aiayn.eval.bleu import sacre_bleu
 from aiayn.eval.evaluate import score_translations
 from aiayn.eval.perplexity import dev_perplexity
@@ -28,15 +30,26 @@ from aiayn.progress import Progress
 log = logging.getLogger(__name__)
 
 
+def select_last(ckpt_dir: Path, k: int) -> list[Path]:
+    """The run's last max(k, 1) checkpoints by step (aiayn.eval.averaging.select_last); an unreadable last.ckpt,
+    whose step it reads, is an error naming the file."""
+    if (ckpt_dir / "last.ckpt").exists():
+        _open_checkpoint(ckpt_dir / "last.ckpt")
+    return averaging.select_last(ckpt_dir, k)
+
+
 def load_model(ckpt_dir: Path, average_last: int, device: torch.device) -> tuple[Transformer, list[Path]]:
     """The run's model with the mean weights of its last `average_last` checkpoints (0 or 1: the last one)."""
-    if (ckpt_dir / "last.ckpt").exists():
-        _open_checkpoint(ckpt_dir / "last.ckpt")  # select_last reads its step: name it if it is unreadable
     paths = select_last(ckpt_dir, average_last)
+    return load_weights(paths, device), paths
+
+
+def load_weights(paths: list[Path], device: torch.device) -> Transformer:
+    """The model with the mean weights of the given checkpoints (one: its weights as they are)."""
     hparams = [_open_checkpoint(p) for p in paths][-1]["hyper_parameters"]
     model = Transformer(ModelConfig(**hparams["model"]), hparams["vocab_size"], hparams["pad_id"])
     model.load_state_dict(average_checkpoints(paths))
-    return model.to(device).eval(), paths
+    return model.to(device).eval()
 
 
 def _open_checkpoint(path: Path) -> dict[str, Any]:
@@ -63,47 +76,67 @@ def decode_split(cfg: DictConfig, model, tokenizer, split: str, device
     return hyps, refs, len(sources) / max(time.perf_counter() - start, 1e-9), sources
 
 
+# eval.json's sections, each one evaluation protocol with its own checkpoints: dev is Table 3's (the last checkpoint,
+# section 6.2: "no checkpoint averaging"), test Table 2's (the row's average_last, section 6.1: base 5, big 20).
+SECTIONS = (("dev", "valid"), ("test", "test"))
+
+
+def protocol(cfg: DictConfig, section: str) -> int:
+    """How many of the run's last checkpoints a section's evaluation averages (1: the last alone)."""
+    return max(1, int(cfg.row.average_last)) if section == "test" else 1
+
+
 def evaluate(cfg: DictConfig) -> dict[str, Any]:
-    """Score run `runs/{row}/seed{seed}` into `evals/{row}/seed{seed}/`: eval.json and hyps.valid.txt, plus
-    hyps.test.txt and the test scores for a row in Table 2 (`table2` in `row.tables`)."""
+    """Score run `runs/{row}/seed{seed}` into `evals/{row}/seed{seed}/`: eval.json (a `dev` section, and a `test`
+    section for a row in Table 2: `table2` in `row.tables`) and each decoded split's hypotheses (hyps.valid.txt,
+    hyps.test.txt). A section whose checkpoints are the same as the one before reuses its model."""
     tracking.refuse_secrets(cfg)
     run_dir, eval_dir, bpe_dir = Path(cfg.paths.run_dir), Path(cfg.paths.eval_dir), Path(cfg.paths.bpe)
     eval_dir.mkdir(parents=True, exist_ok=True)
     device = torch.device("cuda" if cfg.trainer.accelerator == "gpu" and torch.cuda.is_available() else "cpu")
-    model, paths = load_model(run_dir / "checkpoints", cfg.row.average_last, device)
     tokenizer = Tokenizer(bpe_dir / "spm.model")
+    sections = SECTIONS if "table2" in cfg.row.tables else SECTIONS[:1]
     wandb_run = tracking.start_run(cfg, job_type="eval")
     tracking.use_inputs(wandb_run, [tracking.checkpoint_artifact(cfg)])
     try:
         result: dict[str, Any] = {"variant": OmegaConf.to_container(cfg.variant), "run": str(run_dir),
-                                  "checkpoints_averaged": len(paths), "checkpoints": [p.name for p in paths],
                                   "beam_size": cfg.decode.beam_size if cfg.decode.strategy == "beam" else 1,
                                   "length_penalty": cfg.decode.length_penalty, "strategy": cfg.decode.strategy,
                                   "precision": decode_precision(cfg)}
-        lines = {}
-        splits = (("valid", "dev_"), ("test", "")) if "table2" in cfg.row.tables else (("valid", "dev_"),)
-        for split, prefix in splits:
-            with autocast(result["precision"], device):
-                hyps, refs, speed, sources = decode_split(cfg, model, tokenizer, split, device)
-            lines[split] = len(refs)
-            atomic_write_text(eval_dir / f"hyps.{split}.txt", "".join(h + "\n" for h in hyps))
-            scores = score_translations(hyps, refs, tgt_lang=cfg.data.tgt_lang,
-                                        bootstrap=cfg.decode.bootstrap if split == "test" else 0, seed=cfg.seed)
-            result.update({prefix + k: v for k, v in scores.items()})
-            result[f"{prefix}sentences_per_s"] = round(speed, 3)
-            # The trivial baseline: the source sentence copied unchanged, scored the same way.
-            result[f"{prefix}copy_baseline_bleu"] = sacre_bleu(sources, refs)[0]
-        _log_samples(wandb_run, sources, refs, hyps, cfg.decode.samples)  # of the last set decoded
-        result.update(_set_names(cfg, lines))
-        batches = eval_batches(bpe_dir, "valid", tokenizer, cfg.train.max_tokens)
-        with autocast(result["precision"], device):
-            result["dev_ppl"] = dev_perplexity(model, _to(batches, device), tokenizer.pad_id)
+        model, paths = None, None
+        for section, split in sections:
+            wanted = select_last(run_dir / "checkpoints", protocol(cfg, section))
+            if wanted != paths:  # the same checkpoints are one model, loaded once
+                model = None  # one model in memory at a time
+                model, paths = load_weights(wanted, device), wanted
+            result[section] = _evaluate_split(cfg, model, tokenizer, split, device, paths, wandb_run)
+            if section == "dev":
+                batches = eval_batches(bpe_dir, "valid", tokenizer, cfg.train.max_tokens)
+                with autocast(result["precision"], device):
+                    result[section]["ppl"] = dev_perplexity(model, _to(batches, device), tokenizer.pad_id)
         atomic_write_json(eval_dir / "eval.json", result)
-        tracking.safe_log(wandb_run, {metric_key(k): v for k, v in result.items() if isinstance(v, (int, float))})
+        tracking.safe_log(wandb_run, {f"{section}/{k}": v for section, _ in sections
+                                      for k, v in result[section].items() if isinstance(v, (int, float))})
         tracking.log_output(wandb_run, tracking.eval_artifact(cfg))
     finally:
         tracking.finish(wandb_run)
     return result
+
+
+def _evaluate_split(cfg: DictConfig, model: Transformer, tokenizer: Tokenizer, split: str, device: torch.device,
+                    paths: list[Path], wandb_run) -> dict[str, Any]:
+    """Decode and score one split with the given weights; write its hypotheses; its section of eval.json."""
+    with autocast(decode_precision(cfg), device):
+        hyps, refs, speed, sources = decode_split(cfg, model, tokenizer, split, device)
+    atomic_write_text(Path(cfg.paths.eval_dir) / f"hyps.{split}.txt", "".join(h + "\n" for h in hyps))
+    # The bootstrap interval is Table 2's (a test set, one system); Table 3 compares rows over seeds.
+    scores = score_translations(hyps, refs, tgt_lang=cfg.data.tgt_lang,
+                                bootstrap=cfg.decode.bootstrap if split == "test" else 0, seed=cfg.seed)
+    _log_samples(wandb_run, sources, refs, hyps, cfg.decode.samples, split)
+    return {"checkpoints_averaged": len(paths), "checkpoints": [p.name for p in paths], **scores,
+            "sentences_per_s": round(speed, 3),
+            # The trivial baseline: the source sentence copied unchanged, scored the same way.
+            "copy_baseline_bleu": sacre_bleu(sources, refs)[0], "set": _set_name(cfg, split, len(refs))}
 
 
 def decode_precision(cfg: DictConfig) -> str:
@@ -111,28 +144,19 @@ def decode_precision(cfg: DictConfig) -> str:
     return str(cfg.decode.precision or cfg.trainer.precision)
 
 
-def metric_key(key: str) -> str:
-    """wandb's name of an eval.json number: dev-set scores under dev/ (dev_bleu -> dev/bleu), the rest under
-    test/ (bleu -> test/bleu)."""
-    return f"dev/{key[4:]}" if key.startswith("dev_") else f"test/{key}"
-
-
 def _to(loader, device):
     for batch in loader:
         yield {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
 
 
-def _set_names(cfg: DictConfig, lines: dict[str, int]) -> dict[str, Any]:
-    """Which sets were scored, from the fetch stage's stats.json (e.g. newstest2014-full, 3003 lines)."""
+def _set_name(cfg: DictConfig, split: str, lines: int) -> dict[str, Any]:
+    """Which set was scored, from the fetch stage's stats.json (e.g. newstest2014-full), and its lines."""
     stats_path = Path(cfg.paths.raw) / "stats.json"
     stats = read_json(stats_path) if stats_path.exists() else {}
-    names = {"test": stats.get("test_set", f"{cfg.data.name}/test"),
-             "valid": stats.get("valid_set", f"{cfg.data.name}/valid")}
-    return {("dev_set" if split == "valid" else "test_set"): {"name": names[split], "lines": n}
-            for split, n in lines.items()}
+    return {"name": stats.get(f"{split}_set", f"{cfg.data.name}/{split}"), "lines": lines}
 
 
-def _log_samples(run, sources: list[str], refs: list[str], hyps: list[str], n: int) -> None:
+def _log_samples(run, sources: list[str], refs: list[str], hyps: list[str], n: int, split: str) -> None:
     if run is None or n <= 0:
         return
     try:
@@ -140,6 +164,6 @@ def _log_samples(run, sources: list[str], refs: list[str], hyps: list[str], n: i
 
         table = wandb.Table(columns=["source", "reference", "hypothesis"],
                             data=[[s, r, h] for s, r, h in list(zip(sources, refs, hyps))[:n]])
-        run.log({"test/samples": table})
+        run.log({f"{'dev' if split == 'valid' else split}/samples": table})
     except Exception as err:  # browsing aid only
         log.warning("could not log sample translations to wandb: %s", err)

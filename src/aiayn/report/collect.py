@@ -13,8 +13,11 @@ import yaml
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-# eval.json numbers the tables read; each must be a number (or absent / null) for the run to count.
-EVAL_NUMBERS = ("bleu", "bleu_paper", "dev_bleu", "dev_bleu_paper", "dev_ppl")
+# eval.json's sections and the numbers the tables read in each; each must be a number (or absent / null) for the
+# run to count. dev: the last checkpoint (Table 3's protocol); test: the averaged weights (Table 2's), for the
+# rows Table 2 shows.
+EVAL_NUMBERS = {"dev": ("bleu", "bleu_paper", "ppl", "checkpoints_averaged"),
+                "test": ("bleu", "bleu_paper", "checkpoints_averaged")}
 TRAIN_NUMBERS = ("params", "vocab_size", "wall_time_s")
 
 
@@ -35,9 +38,9 @@ class RunRecord:
     train: dict[str, Any] = field(default_factory=dict)
     eval: dict[str, Any] = field(default_factory=dict)
 
-    def metric(self, key: str) -> float | None:
-        """An eval.json number, or None when the run failed or did not record it."""
-        value = self.eval.get(key) if self.ok else None
+    def score(self, section: str, key: str) -> float | None:
+        """A number of eval.json's `section` ("dev", "test"), or None when the run failed or did not record it."""
+        value = (self.eval.get(section) or {}).get(key) if self.ok else None
         return None if value is None else float(value)
 
     def hyps_file(self, split: str) -> Path | None:
@@ -58,9 +61,27 @@ def _read_json(path: Path, numbers: Iterable[str]) -> dict[str, Any]:
         raise ValueError(f"{path}: unreadable ({err})") from err
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a JSON object, got {type(data).__name__}")
+    _check_numbers(path, data, numbers)
+    return data
+
+
+def _check_numbers(path: Path, data: Mapping[str, Any], numbers: Iterable[str], prefix: str = "") -> None:
     for key in numbers:
         if data.get(key) is not None and not _is_number(data[key]):
-            raise ValueError(f"{path}: key {key!r} is {data[key]!r}, not a finite number")
+            raise ValueError(f"{path}: key {prefix + key!r} is {data[key]!r}, not a finite number")
+
+
+def read_eval(path: Path) -> dict[str, Any]:
+    """An eval.json: its `dev` section (and `test`, when present) checked for the numbers the tables read."""
+    data = _read_json(path, ())
+    if not isinstance(data.get("dev"), dict):
+        raise ValueError(f"{path}: no 'dev' section (written by an older evaluate stage?); rerun the evaluate "
+                         f"stage (dvc repro) to rewrite it")
+    for section, numbers in EVAL_NUMBERS.items():
+        if data.get(section) is not None:
+            if not isinstance(data[section], dict):
+                raise ValueError(f"{path}: key {section!r} must be an object, got {data[section]!r}")
+            _check_numbers(path, data[section], numbers, f"{section}.")
     return data
 
 
@@ -106,7 +127,7 @@ def read_run(runs_dir: Path, row: str, seed: int, evals_dir: Path | None = None,
         if not (eval_path / "eval.json").is_file():
             return RunRecord(**failed, config=config, reason=f"{eval_shown}/eval.json is absent (not evaluated)")
         record = RunRecord(row, seed, path, ok=True, eval_path=eval_path, config=config,
-                           eval=_read_json(eval_path / "eval.json", EVAL_NUMBERS))
+                           eval=read_eval(eval_path / "eval.json"))
         if (path / "train.json").is_file():
             record.train = _read_json(path / "train.json", TRAIN_NUMBERS)
     except ValueError as err:

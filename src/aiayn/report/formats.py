@@ -115,6 +115,17 @@ def ci_cells(key: str, sign: bool = False) -> tuple[tuple[str, ...], Callable[[M
     return keys, lambda r: mean_pm(*(r.get(k) for k in keys), sign=sign)
 
 
+def bracket(low: float | None, high: float | None, mean: float | None = None, sign: bool = True,
+            digits: int = 2) -> str:
+    """An interval as "[low, high]", after its point estimate when given ("4.92 [4.80, 5.05]", for intervals
+    that are not symmetric); the bare estimate without an interval, a dash without either."""
+    fmt = signed if sign else num
+    if low is None or high is None:
+        return DASH if mean is None else fmt(mean, digits)
+    interval = f"[{fmt(low, digits)}, {fmt(high, digits)}]"
+    return interval if mean is None else f"{fmt(mean, digits)} {interval}"
+
+
 def pvalue(p: float | None) -> str:
     """A p-value with enough digits to see small ones."""
     if p is None:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 from importlib import resources
 from typing import Any
 
@@ -10,10 +11,17 @@ from omegaconf import OmegaConf
 _TABLES_FILE = "paper_tables.yaml"
 # Row groups of Table 3 in the paper's order; a group of one entry is named by its letter alone ("E").
 _GROUPS = ("A", "B", "C", "D", "E")
+_RESULTS = ("bleu_dev", "ppl_dev")  # what each row of Table 3 must give itself
 
 
 def _load() -> dict[str, Any]:
-    """Parse the packaged copy of the paper's tables (a fresh dict on every call: callers may mutate it)."""
+    """The packaged copy of the paper's tables (a fresh dict on every call: callers may mutate it)."""
+    return copy.deepcopy(_parsed())
+
+
+@functools.lru_cache(maxsize=1)
+def _parsed() -> dict[str, Any]:
+    """Parse the packaged copy of the paper's tables, once a process."""
     text = resources.files("aiayn.report").joinpath(_TABLES_FILE).read_text(encoding="utf-8")
     # OmegaConf's YAML loader, because PyYAML (YAML 1.1) reads "3.3e18" (no dot, no exponent sign) as a string.
     tables = OmegaConf.to_container(OmegaConf.create(text))
@@ -25,20 +33,33 @@ def _load() -> dict[str, Any]:
 def paper_table3() -> dict[str, dict[str, Any]]:
     """Table 3 rows by our row name (base, A1..A4, B1, B2, C1..C7, D1..D4, E, big).
 
-    Blank fields are "identical to those of the base model" (Table 3 caption), so the base values fill them.
+    Blank settings (and parameter counts) are "identical to those of the base model" (Table 3 caption), so the base
+    values fill them. Every row must give its own dev BLEU and PPL: a missing one is an error, never base's value
+    (which would make its difference 0, "no difference").
     """
     table = _load()["table3"]
     base = dict(table["base"])
     rows: dict[str, dict[str, Any]] = {"base": copy.deepcopy(base)}
+    given = {"base": ("table3.base", base)}
     for group in _GROUPS:
         variants = table.get(group)
         if not isinstance(variants, list):
             raise ValueError(f"aiayn/report/{_TABLES_FILE}: table3.{group} must be a list of rows")
         for i, delta in enumerate(variants, start=1):
             name = group if len(variants) == 1 else f"{group}{i}"
-            rows[name] = {**base, **delta}
-    rows["big"] = {**base, **table["big"]}
+            rows[name], given[name] = {**base, **delta}, (f"table3.{group}[{i - 1}]", delta)
+    rows["big"], given["big"] = {**base, **table["big"]}, ("table3.big", table["big"])
+    for name, (where, entry) in given.items():
+        missing = [key for key in _RESULTS if not isinstance(entry.get(key), (int, float))]
+        if missing:
+            raise ValueError(f"aiayn/report/{_TABLES_FILE}: {where} (row {name}) has no {', '.join(missing)}: "
+                             f"every row gives its own results")
     return rows
+
+
+def paper_base_bleu() -> float:
+    """The paper's base dev BLEU (Table 3: 25.8), what our BLEU is scaled against off the paper's setting."""
+    return float(_parsed()["table3"]["base"]["bleu_dev"])
 
 
 def paper_table2() -> list[dict[str, Any]]:

@@ -1,19 +1,187 @@
-"""Significance with the training run as the unit: an exact sign-flip test over seeds, Holm's correction over the
-rows of a table, the seeds a paired t-test needs to resolve a difference, and each row's verdict."""
+"""Table 3's decisions, with the training run (a seed) as the unit. docs/verdicts.md explains the procedure.
+
+- Each row's per-seed differences from base get a Student-t interval at level 1 - alpha/m (Bonferroni over the m
+  rows compared with base): the *family interval*. With probability at least 1 - alpha every family interval of
+  the table covers its row's true difference, and then every verdict of the table is true, because a verdict is
+  a claim that the true difference lies in a range (Verdict.low, Verdict.high) that the interval lies inside.
+- A row whose paper difference is within the margin delta (|paper Δ| <= delta) is an equivalence row: the paper
+  shows no difference, so `reproduced` is an interval inside (-delta, delta) and `contradicted` one beyond it.
+  Any other paper row is a difference row: `reproduced` is an interval on the paper's side of 0, `contradicted`
+  one on the other side, or inside (-delta, delta). A row the paper does not have is `higher`, `lower` or
+  `no difference` (within delta).
+- The power of those decisions at n seeds, and the fewest seeds that reach a power, for planning.
+- The exact sign-flip test, printed beside the t-test as a check that needs no normality; it decides nothing.
+"""
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
+from scipy import special, stats
 
 ALPHA = 0.05  # family-wise error rate of a table's verdicts
-POWER = 0.8  # the power `seeds_needed` asks for
+POWER = 0.8  # the power a row's planned seeds reach
+MARGIN_BLEU = 0.5  # delta, in the paper's BLEU: differences within it are "no difference"
+SEEDS_UP_TO = 100  # seeds_needed searches n = 2 .. this; more is reported as None (out of reach)
 EXACT_SIGN_FLIPS = 16  # up to 2^16 sign patterns are enumerated; more seeds draw MONTE_CARLO_FLIPS of them
 MONTE_CARLO_FLIPS = 100_000
-NO_DIFFERENCE = "—"  # the verdict where the paper shows no difference to reproduce
-VERDICTS = ("reproduced", "contradicted", "unresolved", NO_DIFFERENCE)
+
+# What a row's test asks, from the paper's difference and the margin (kind_of).
+EQUIVALENCE, DIFFERENCE, OWN = "equivalence", "difference", "own"  # OWN: a row the paper does not have
+REPRODUCED, CONTRADICTED, UNRESOLVED = "reproduced", "contradicted", "unresolved"
+HIGHER, LOWER, NO_DIFFERENCE = "higher", "lower", "no difference"
+VERDICTS = (REPRODUCED, CONTRADICTED, UNRESOLVED, HIGHER, LOWER, NO_DIFFERENCE)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A verdict and the claim it makes: the true difference lies in (low, high) (None: no claim)."""
+
+    name: str
+    low: float | None = None
+    high: float | None = None
+
+    def holds(self, true_delta: float) -> bool:
+        """Whether the claim is true of `true_delta` (a verdict without a claim is never false)."""
+        return self.low is None or self.low < true_delta < self.high
+
+
+def kind_of(paper_delta: float | None, margin: float) -> str:
+    """EQUIVALENCE when the paper's difference is within the margin, DIFFERENCE beyond it, OWN for a row the paper
+    does not have. Both in the paper's BLEU (rounded, so that 25.3 - 25.8 is -0.5, not -0.50000000000000355)."""
+    if paper_delta is None:
+        return OWN
+    return EQUIVALENCE if abs(round(paper_delta, 6)) <= margin else DIFFERENCE
+
+
+def verdict(kind: str, low: float | None, high: float | None, expected: float | None,
+            margin: float | None) -> Verdict:
+    """The verdict a family interval (low, high) supports for a row of `kind`.
+
+    `expected` is the paper's difference at this setting (its sign is what a DIFFERENCE row reproduces), `margin`
+    the delta at this setting (None: unknown, so no equivalence can be shown). No interval: unresolved.
+    """
+    if low is None or high is None:
+        return Verdict(UNRESOLVED)
+    inf = math.inf
+    within = margin is not None and -margin < low and high < margin
+    if kind == EQUIVALENCE:
+        if within:
+            return Verdict(REPRODUCED, -margin, margin)
+        if margin is not None and low > margin:
+            return Verdict(CONTRADICTED, margin, inf)
+        if margin is not None and high < -margin:
+            return Verdict(CONTRADICTED, -inf, -margin)
+        return Verdict(UNRESOLVED)
+    if low > 0:
+        side = Verdict(HIGHER, 0.0, inf)
+    elif high < 0:
+        side = Verdict(LOWER, -inf, 0.0)
+    else:
+        side = None
+    if kind == OWN:
+        if side is not None:
+            return side
+        return Verdict(NO_DIFFERENCE, -margin, margin) if within else Verdict(UNRESOLVED)
+    if expected is None or expected == 0:
+        raise ValueError("a difference row needs the paper's nonzero difference")
+    if side is not None:
+        agrees = (side.name == HIGHER) == (expected > 0)
+        return Verdict(REPRODUCED if agrees else CONTRADICTED, side.low, side.high)
+    return Verdict(CONTRADICTED, -margin, margin) if within else Verdict(UNRESOLVED)
+
+
+def family_level(alpha: float, family: int) -> float:
+    """The confidence level of each row's family interval: 1 - alpha/m (Bonferroni)."""
+    return 1.0 - alpha / max(family, 1)
+
+
+def t_quantile(level: float, n: int | np.ndarray) -> float | np.ndarray:
+    """The two-sided Student-t quantile of a `level` interval over n paired seeds (df = n - 1)."""
+    if isinstance(n, (int, np.integer)):
+        return float(special.stdtrit(int(n) - 1, 0.5 + level / 2))
+    return special.stdtrit(np.asarray(n) - 1, 0.5 + level / 2)
+
+
+def pooled_sd(sds: Sequence[float | None], ns: Sequence[int]) -> tuple[float | None, int]:
+    """The pooled standard deviation of the rows' paired differences and its degrees of freedom, sum(n_i - 1)."""
+    pairs = [(sd, n) for sd, n in zip(sds, ns) if sd is not None and n >= 2]
+    df = sum(n - 1 for _, n in pairs)
+    if df == 0:
+        return None, 0
+    return math.sqrt(sum((n - 1) * sd * sd for sd, n in pairs) / df), df
+
+
+def power_difference(n: int | np.ndarray, delta: float, sd: float, level: float) -> np.ndarray:
+    """Probability that a family interval at `level` over n seeds lies on the side of 0 of a true difference
+    `delta` (paired differences with standard deviation sd): the power to reproduce its sign. Noncentral t."""
+    n = np.atleast_1d(np.asarray(n, dtype=float))
+    crit, nc = t_quantile(level, n), abs(delta) / sd * np.sqrt(n)
+    return 1.0 - special.nctdtr(n - 1, nc, crit)
+
+
+def power_equivalence(n: int | np.ndarray, delta: float, margin: float, sd: float, level: float) -> np.ndarray:
+    """Probability that a family interval at `level` over n seeds lies inside (-margin, margin) when the true
+    difference is `delta`: the mean is normal around delta, the sample SD an independent sd * chi_{n-1}/sqrt(n-1),
+    so the power is an integral over the SD, taken by Gauss-Legendre over the SDs whose interval can fit."""
+    n = np.atleast_1d(np.asarray(n, dtype=float))[:, None]
+    df, se, q = n - 1, sd / np.sqrt(n), t_quantile(level, n)
+    low, high = (np.array([_chi_range(int(d))[i] for d in df[:, 0]])[:, None] for i in (0, 1))
+    high = np.minimum(high, margin / (q * se))  # wider intervals than the margin never fit inside it
+    span = np.clip(high - low, 0.0, None) / 2
+    w = low + span * (1 + _GAUSS_NODES[None, :])  # s / sd at the nodes, (n, nodes)
+    density = stats.chi.pdf(w * np.sqrt(df), df) * np.sqrt(df)
+    half = q * w * se
+    inside = stats.norm.cdf((margin - half - delta) / se) - stats.norm.cdf((-margin + half - delta) / se)
+    return np.clip((_GAUSS_WEIGHTS[None, :] * density * inside).sum(axis=1) * span[:, 0], 0.0, 1.0)
+
+
+_GAUSS_NODES, _GAUSS_WEIGHTS = np.polynomial.legendre.leggauss(96)
+
+
+@functools.lru_cache(maxsize=None)
+def _chi_range(df: int) -> tuple[float, float]:
+    """Where s / sd lies over df degrees of freedom but for 1e-12 in each tail."""
+    low, high = stats.chi.ppf([1e-12, 1 - 1e-12], df) / math.sqrt(df)
+    return float(low), float(high)
+
+
+def power(kind: str, n: int | np.ndarray, effect: float, margin: float | None, sd: float, level: float
+          ) -> np.ndarray:
+    """The power of a row's decision at n seeds: to show equivalence within the margin when the true difference is
+    `effect` (EQUIVALENCE), or to resolve `effect`'s sign (DIFFERENCE, OWN)."""
+    if kind == EQUIVALENCE:
+        return power_equivalence(n, effect, margin, sd, level)
+    return power_difference(n, effect, sd, level)
+
+
+@functools.lru_cache(maxsize=1024)  # a table's equivalence rows share one plan; the tests simulate many tables
+def seeds_needed(kind: str, effect: float | None, margin: float | None, sd: float | None, level: float,
+                 target: float = POWER, up_to: int = SEEDS_UP_TO) -> int | None:
+    """The fewest seeds (2 .. up_to) at which a row's decision has power `target` at a true difference `effect`,
+    when paired differences spread with standard deviation sd. None: nothing to plan (no effect, no spread, no
+    margin for an equivalence) or more than up_to seeds."""
+    if effect is None or sd is None or not sd > 0:
+        return None
+    if kind == EQUIVALENCE and (margin is None or abs(effect) >= margin):
+        return None
+    if kind != EQUIVALENCE and effect == 0:
+        return None
+    def enough(n: int) -> bool:
+        return float(power(kind, n, effect, margin, sd, level)[0]) >= target
+
+    if not enough(up_to):
+        return None
+    low, high = 1, 2  # enough(high) and not enough(low) once the loop ends (power grows with n)
+    while not enough(high):
+        low, high = high, min(2 * high, up_to)
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (mid, high) if not enough(mid) else (low, mid)
+    return high
 
 
 def sign_flip_p(diffs: Sequence[float]) -> float | None:
@@ -39,58 +207,34 @@ def sign_flip_p(diffs: Sequence[float]) -> float | None:
     return (reached + 1) / (len(signs) + 1)  # the observed pattern counted once more: never 0 from sampling
 
 
-def holm(p_values: Sequence[float | None]) -> list[float | None]:
-    """Holm's step-down adjusted p over the given tests: the i-th smallest of m is multiplied by m - i + 1, then
-    made non-decreasing and capped at 1. None stays None and is not counted as a test.
+@dataclass(frozen=True)
+class Design:
+    """How Table 3 decides, declared before the runs (the aggregate.* keys of params.yaml; docs/verdicts.md).
 
-    Written here rather than taken from statsmodels' multipletests, which the tests check it against: that calls
-    gc.collect() on every call (15-30 ms), too slow for the tests' thousands of simulated tables.
+    Effects and the margin are given in the paper's BLEU (EN-DE newstest2013, base 25.8) and converted to this
+    setting's by `bleu_scale`: None derives it, 1 at the paper's setting, else our base's dev BLEU over the pilot
+    seeds divided by the paper's. The design has two stages: every row runs the pilot seeds; the pilot plans each
+    row's seeds (pooled spread, at most max_seeds); one extension runs them; one test decides. Until the extension
+    is made, the verdict of a row the plan extends is interim.
     """
-    tested = [i for i, p in enumerate(p_values) if p is not None]
-    p = np.asarray([p_values[i] for i in tested], dtype=float)
-    order = np.argsort(p, kind="stable")
-    stepped = np.minimum(1.0, np.maximum.accumulate((len(p) - np.arange(len(p))) * p[order]))
-    out: list[float | None] = [None] * len(p_values)
-    for i, adjusted in zip(np.asarray(tested)[order], stepped):
-        out[int(i)] = float(adjusted)
-    return out
 
+    alpha: float = ALPHA
+    power: float = POWER
+    margin_bleu: float = MARGIN_BLEU
+    bleu_scale: float | None = None
+    max_seeds: int = 10
+    paper_setting: bool = False  # the paper's scale and data: the paper's BLEU differences are ours as they are
+    pilot_seeds: tuple[int, ...] | None = None  # the seeds every row runs first (None: all of base's)
+    extended: bool = False  # the one extension was made: every verdict is the design's final test
 
-def paired_t_power(n: int, effect: float, alpha: float = ALPHA) -> float:
-    """Power of a two-sided paired t-test over n seeds at standardized effect |Δ|/SD (noncentral t, df = n - 1)."""
-    df, nc = n - 1, effect * math.sqrt(n)
-    crit = stats.t.ppf(1 - alpha / 2, df)
-    # The lower tail P(T < -crit) as P(T' > crit) at -nc: scipy's nct.cdf turns NaN far out in that tail.
-    return float(stats.nct.sf(crit, df, nc) + stats.nct.sf(crit, df, -nc))
-
-
-def seeds_needed(delta: float | None, sd: float | None, alpha: float = ALPHA, power: float = POWER) -> int | None:
-    """The fewest seeds (at least 2) at which a two-sided paired t-test at `alpha` detects a true difference
-    `delta` with probability `power`, when the paired differences spread with standard deviation `sd`.
-
-    None when there is nothing to detect (delta None or 0) or no spread to plan with (sd None or 0). Power grows
-    with n, so the answer is found by doubling then bisecting: exact, where solve_power's root finder is not.
-    """
-    if delta is None or sd is None or delta == 0 or not sd > 0:
-        return None
-    effect = abs(delta) / sd
-    low, high = 1, 2  # power(low) < power <= power(high) once the loop ends; n = 1 has no test at all
-    while paired_t_power(high, effect, alpha) < power:
-        low, high = high, high * 2
-    while high - low > 1:
-        mid = (low + high) // 2
-        low, high = (mid, high) if paired_t_power(mid, effect, alpha) < power else (low, mid)
-    return high
-
-
-def verdict(paper_delta: float | None, ours: float | None, p_adjusted: float | None, alpha: float = ALPHA) -> str:
-    """`reproduced` / `contradicted` when our difference is resolved (adjusted p < alpha) with the paper's / the
-    opposite sign; `unresolved` otherwise; NO_DIFFERENCE where the paper shows no difference (0). A row the paper
-    does not have (paper_delta None, a user's ablation) is `higher` / `lower` than base when resolved."""
-    if paper_delta == 0 or (paper_delta is None and ours is None):
-        return NO_DIFFERENCE
-    if ours is None or ours == 0 or p_adjusted is None or not p_adjusted < alpha:
-        return "unresolved"
-    if paper_delta is None:
-        return "higher" if ours > 0 else "lower"
-    return "reproduced" if (ours > 0) == (paper_delta > 0) else "contradicted"
+    def __post_init__(self) -> None:
+        for name, value in (("alpha", self.alpha), ("power", self.power)):
+            if not 0 < value < 1:
+                raise ValueError(f"aggregate.{name} must be in (0, 1), got {value}")
+        if not self.margin_bleu > 0:
+            raise ValueError(f"aggregate.margin_bleu must be > 0 (BLEU at the paper's scale), got {self.margin_bleu}")
+        if self.bleu_scale is not None and not self.bleu_scale > 0:
+            raise ValueError(f"aggregate.bleu_scale must be > 0 or null, got {self.bleu_scale}")
+        if self.max_seeds < 2:
+            raise ValueError(f"aggregate.max_seeds must be at least 2 (a paired t needs two seeds), got "
+                             f"{self.max_seeds}")

@@ -13,32 +13,44 @@ from aiayn.config.params import read_params_list, seeds_per_row
 from aiayn.io import atomic_write_json
 from aiayn.report import aggregate as build_tables
 from aiayn.report.collect import Variant
+from aiayn.report.significance import Design
 from aiayn.report.table2 import table2_metrics
 from aiayn.report.table3 import table3_metrics
 
 log = logging.getLogger(__name__)
 
 
-def rows_and_seeds(cfg: DictConfig) -> tuple[list[str], dict[str, list[int]]]:
-    """The rows and each row's seeds to tabulate: from the config when given (the same seeds for every row), else
-    from params.yaml (DVC's lists: `seeds` plus the row's `extra_seeds`)."""
+def rows_and_seeds(cfg: DictConfig) -> tuple[list[str], dict[str, list[int]], list[int]]:
+    """The rows, each row's seeds to tabulate and the pilot seeds (the ones every row runs first): from the config
+    when given (the same seeds for every row), else from params.yaml (DVC's lists: `seeds` plus the row's
+    `extra_seeds`)."""
     a = cfg.aggregate
     if (a.rows is None or a.seeds is None) and not Path(a.params_file).exists():
         raise FileNotFoundError(f"{a.params_file} not found: pass aggregate.rows=[...] and aggregate.seeds=[...]")
     rows = list(a.rows) if a.rows is not None else read_params_list(a.params_file, "rows", str)
     if a.seeds is not None:
-        return rows, {row: list(a.seeds) for row in rows}
-    return rows, seeds_per_row(a.params_file, rows)
+        return rows, {row: list(a.seeds) for row in rows}, list(a.seeds)
+    return rows, seeds_per_row(a.params_file, rows), read_params_list(a.params_file, "seeds", int)
+
+
+def design_of(cfg: DictConfig, seeds: dict[str, list[int]], pilot: list[int]) -> Design:
+    """How Table 3 decides (cfg.aggregate's verdict keys), at this setting, at the design's stage: extended once any
+    row has seeds beyond the pilot's."""
+    a = cfg.aggregate
+    return Design(alpha=a.alpha, power=a.power, margin_bleu=a.margin_bleu, bleu_scale=a.bleu_scale,
+                  max_seeds=a.max_seeds, paper_setting=cfg.scale.name == "paper" and cfg.data.name == "wmt14_en_de",
+                  pilot_seeds=tuple(pilot), extended=any(set(s) - set(pilot) for s in seeds.values()))
 
 
 def aggregate(cfg: DictConfig) -> dict[str, Any]:
-    rows, seeds = rows_and_seeds(cfg)
+    rows, seeds, pilot = rows_and_seeds(cfg)
+    design = design_of(cfg, seeds, pilot)
     raw = Path(cfg.paths.raw)
     summary = build_tables(
         runs_dir=Path(cfg.paths.runs), evals_dir=Path(cfg.paths.evals), rows=rows, seeds=seeds,
         refs={"valid": raw / "valid.tgt", "test": raw / "test.tgt"}, out_dir=Path(cfg.paths.results),
         sustained_flops_per_device=cfg.aggregate.sustained_flops_per_device,
-        variant=Variant(train=cfg.paths.train_variant, eval=cfg.paths.eval_variant),
+        variant=Variant(train=cfg.paths.train_variant, eval=cfg.paths.eval_variant), design=design,
     )
     # `dvc metrics show` / `dvc exp show` read JSON: the headline numbers of Tables 3 and 2 (full tables: CSV).
     atomic_write_json(Path(cfg.paths.results) / "metrics.json",

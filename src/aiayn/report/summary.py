@@ -12,6 +12,7 @@ from aiayn.report.collect import RunRecord, Seeds, Variant, collect_runs, row_se
 from aiayn.report.paper import paper_table3
 from aiayn.report.sweep import build_sweep, collect_points, write_sweep
 from aiayn.report.plots import plot_bleu_by_row, plot_learning_curves
+from aiayn.report.significance import Design
 from aiayn.report.table2 import P100_SUSTAINED_FLOPS, build_table2, write_table2
 from aiayn.report.table3 import build_table3, write_table3
 
@@ -28,9 +29,11 @@ def _distinct(records: Sequence[RunRecord], *keys: str) -> str | None:
     return ", ".join(sorted(values)) or None
 
 
-def signatures(records: Sequence[RunRecord], key: str) -> str | None:
-    """The distinct sacreBLEU signatures the runs' scores were computed with ("; " between several)."""
-    return "; ".join(sorted({str(r.eval[key]) for r in records if r.eval.get(key)})) or None
+def signatures(records: Sequence[RunRecord], section: str) -> str | None:
+    """The distinct sacreBLEU signatures of one eval.json section ("dev", "test") over the runs ("; " between
+    several)."""
+    found = {str(sig) for r in records if (sig := (r.eval.get(section) or {}).get("sacrebleu_signature"))}
+    return "; ".join(sorted(found)) or None
 
 
 def mean_words(path: Path | None) -> float | None:
@@ -67,14 +70,15 @@ def describe_seeds(seeds: Mapping[str, Sequence[int]]) -> str:
 def aggregate(
     runs_dir: Path, rows: Iterable[str], seeds: Seeds, refs: Mapping[str, Path], out_dir: Path,
     sustained_flops_per_device: float = P100_SUSTAINED_FLOPS, evals_dir: Path | None = None,
-    variant: Variant = Variant(),
+    variant: Variant = Variant(), design: Design = Design(),
 ) -> dict[str, Any]:
     """Write table3.{md,csv,tex}, table2.{md,csv,tex}, sweep.{md,csv}, bleu_by_row.png and learning_curves.png.
 
     `seeds` is one list for every row or each row's own (a row is compared with base on the seeds both have).
     refs maps a split ("valid", "test") to its reference file. Missing or failed runs are reported, never fatal.
     eval.json files are read from `evals_dir` (default: `runs_dir`). Tables 2 and 3 are of one `variant` (the
-    rows themselves by default); the sweep table has every evaluated variant of the rows.
+    rows themselves by default); the sweep table has every evaluated variant of the rows. `design` is how Table 3
+    decides its verdicts.
     """
     rows, out_dir = list(rows), Path(out_dir)
     seeds = seeds_by_row(rows, seeds)
@@ -82,15 +86,14 @@ def aggregate(
     ok = [r for r in records if r.ok]
     lengths = sentence_lengths(refs)
     context = dict(scale=_distinct(ok, "scale", "name"), data=_distinct(ok, "data", "name"),
-                   dev_signature=signatures(ok, "dev_sacrebleu_signature"),
-                   test_signature=signatures(ok, "sacrebleu_signature"),
+                   dev_signature=signatures(ok, "dev"), test_signature=signatures(ok, "test"),
                    seeds=describe_seeds(seeds), sustained_flops_per_device=sustained_flops_per_device,
                    lengths=f"{lengths[0]:.1f}/{lengths[1]:.1f} words")
-    table3 = build_table3(records)
+    table3 = build_table3(records, design)
     table2 = build_table2(records, lengths, sustained_flops_per_device)
     curves = {f"{r.row}/seed{r.seed}": r.path / "curve.csv" for r in records if (r.path / "curve.csv").is_file()}
     sweep, swept = build_sweep(collect_points(Path(evals_dir or runs_dir), rows))
-    outputs = [*write_table3(table3, out_dir, context), *write_table2(table2, out_dir, context),
+    outputs = [*write_table3(table3, out_dir, context, design), *write_table2(table2, out_dir, context),
                *write_sweep(sweep, swept, out_dir),
                write_curves(curves, out_dir / "curves.csv"),
                plot_bleu_by_row(table3, out_dir / "bleu_by_row.png"),

@@ -6,16 +6,16 @@ paired by seed: the row itself (no overrides) when it was evaluated, else the ro
 """
 from __future__ import annotations
 
-import json
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aiayn.report.collect import find_variants
-from aiayn.report.formats import (DASH, Column, atomic_write_text, ci_cells, csv_columns, csv_text, markdown_table,
-                                  shown)
-from aiayn.report.stats import mean_ci, paired_test
+from aiayn.report.collect import find_variants, read_eval
+from aiayn.report.formats import (DASH, Column, atomic_write_text, bracket, ci_cells, csv_columns, csv_text,
+                                  markdown_table, shown)
+from aiayn.report.stats import exp_or_none, mean_ci, paired_test
 
 ROW_ITSELF = "(row)"  # the variant column of a row's own runs
 
@@ -28,7 +28,7 @@ class Point:
     folder: str  # "" or "lr_factor=2/"
     variant: dict[str, Any] = field(default_factory=dict)
     bleu: dict[int, float] = field(default_factory=dict)
-    ppl: dict[int, float] = field(default_factory=dict)
+    log_ppl: dict[int, float] = field(default_factory=dict)  # averaged and compared on the log (mean token loss)
 
 
 def collect_points(evals_dir: Path, rows: Iterable[str]) -> list[Point]:
@@ -39,16 +39,17 @@ def collect_points(evals_dir: Path, rows: Iterable[str]) -> list[Point]:
             point = Point(row, folder)
             for path in sorted((Path(evals_dir) / row / folder).glob("seed*/eval.json")):
                 try:
-                    ev, seed = json.loads(path.read_text(encoding="utf-8")), int(path.parent.name[4:])
-                except (OSError, ValueError):
+                    ev, seed = read_eval(path), int(path.parent.name[4:])
+                except ValueError:
                     continue
                 point.variant = ev.get("variant") or point.variant
-                if isinstance(ev.get("dev_bleu"), (int, float)):
-                    point.bleu[seed] = float(ev["dev_bleu"])
-                if isinstance(ev.get("dev_ppl"), (int, float)):
-                    point.ppl[seed] = float(ev["dev_ppl"])
+                if ev["dev"].get("bleu") is not None:
+                    point.bleu[seed] = float(ev["dev"]["bleu"])
+                if ev["dev"].get("ppl") is not None and ev["dev"]["ppl"] > 0:
+                    point.log_ppl[seed] = math.log(ev["dev"]["ppl"])
             points.append(point)
     return points
+
 
 
 def build_sweep(points: Sequence[Point]) -> tuple[list[dict[str, Any]], list[str]]:
@@ -59,18 +60,19 @@ def build_sweep(points: Sequence[Point]) -> tuple[list[dict[str, Any]], list[str
         reference.setdefault(p.row, p)
     lines = []
     for p in points:
-        bleu, ppl, ref = mean_ci(p.bleu.values()), mean_ci(p.ppl.values()), reference[p.row]
+        bleu, log_ppl, ref = mean_ci(p.bleu.values()), mean_ci(p.log_ppl.values()), reference[p.row]
         line: dict[str, Any] = dict(row=p.row, variant=p.folder.rstrip("/") or ROW_ITSELF, n_seeds=len(p.bleu),
                                     seeds=" ".join(map(str, sorted(p.bleu))), bleu_mean=bleu.mean,
-                                    bleu_ci95_low=bleu.low, bleu_ci95_high=bleu.high, ppl_mean=ppl.mean,
-                                    ppl_ci95_low=ppl.low, ppl_ci95_high=ppl.high,
+                                    bleu_ci95_low=bleu.low, bleu_ci95_high=bleu.high, ppl_gmean=exp_or_none(log_ppl.mean),
+                                    ppl_ci95_low=exp_or_none(log_ppl.low), ppl_ci95_high=exp_or_none(log_ppl.high),
                                     reference=ref.folder.rstrip("/") or ROW_ITSELF)
         line.update({f"set.{k}": p.variant.get(k) for k in keys})
         if p is not ref:
-            d_bleu, d_ppl = paired_test(p.bleu, ref.bleu), paired_test(p.ppl, ref.ppl)
+            d_bleu, d_ppl = paired_test(p.bleu, ref.bleu), paired_test(p.log_ppl, ref.log_ppl)
             line.update(delta_bleu=d_bleu.mean_diff, delta_bleu_ci95_low=d_bleu.low,
-                        delta_bleu_ci95_high=d_bleu.high, delta_bleu_p=d_bleu.p_value, delta_ppl=d_ppl.mean_diff,
-                        delta_ppl_ci95_low=d_ppl.low, delta_ppl_ci95_high=d_ppl.high)
+                        delta_bleu_ci95_high=d_bleu.high, delta_bleu_p=d_bleu.p_value,
+                        ppl_ratio=exp_or_none(d_ppl.mean_diff), ppl_ratio_ci95_low=exp_or_none(d_ppl.low),
+                        ppl_ratio_ci95_high=exp_or_none(d_ppl.high))
         lines.append(line)
     return lines, keys
 
@@ -85,8 +87,11 @@ def columns(keys: Sequence[str]) -> tuple[Column, ...]:
         Column("n", ("n_seeds", "seeds")),
         Column("dev BLEU", *ci_cells("bleu")),
         Column("ΔBLEU", delta_keys + ("delta_bleu_p",), delta_cell),
-        Column("dev PPL", *ci_cells("ppl")),
-        Column("ΔPPL", *ci_cells("delta_ppl", sign=True)),
+        Column("dev PPL", ("ppl_gmean", "ppl_ci95_low", "ppl_ci95_high"),
+               lambda r: bracket(r["ppl_ci95_low"], r["ppl_ci95_high"], mean=r["ppl_gmean"], sign=False)),
+        Column("PPL ÷ reference", ("ppl_ratio", "ppl_ratio_ci95_low", "ppl_ratio_ci95_high"),
+               lambda r: bracket(r.get("ppl_ratio_ci95_low"), r.get("ppl_ratio_ci95_high"), mean=r.get("ppl_ratio"),
+                                 sign=False, digits=3)),
         Column("Δ against", ("reference",)),
     )
 
@@ -98,9 +103,10 @@ def write_sweep(lines: Sequence[dict[str, Any]], keys: Sequence[str], out_dir: P
     md = ("# Sweep: every evaluated override set of each row\n\n"
           + (markdown_table(header, body) if lines else "No evaluated runs.\n") + "\n"
           "One line per row and override set found under evals/ (Hydra sweeps, `dvc exp` runs); a dash: the "
-          "scale's and row's own value. dev BLEU (sacreBLEU) and dev PPL are mean ± half-width of a 95% Student-t "
-          "interval over seeds; Δ is paired by seed against the row's own runs when they were evaluated, else "
-          "against the row's first override set (column 'Δ against').\n")
+          "scale's and row's own value. dev BLEU (sacreBLEU) is the mean ± half-width of a 95% Student-t "
+          "interval over seeds, dev PPL the geometric mean with its 95% interval (averaged on log PPL); Δ and the "
+          "PPL ratio are paired by seed against the row's own runs when they were evaluated, else against the "
+          "row's first override set (column 'Δ against'). Every row from its last checkpoint, as Table 3.\n")
     out_dir = Path(out_dir)
     return [atomic_write_text(out_dir / "sweep.md", md),
             atomic_write_text(out_dir / "sweep.csv", csv_text(lines, csv_columns(cols)))]

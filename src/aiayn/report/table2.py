@@ -21,6 +21,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("System", ("system", "source", "row")),
     Column("Pair", ("pair",)),
     Column("n", ("n_seeds",)),
+    Column("averaged", ("checkpoints_averaged",)),
     Column("test BLEU (sacre)", *ci_cells("bleu"), metrics=(("test_bleu", lambda r: r["bleu_mean"]),)),
     Column("test BLEU (tok)", *ci_cells("bleu_tok"), metrics=(("test_bleu_tok", lambda r: r["bleu_tok_mean"]),)),
     Column("paper BLEU", ("paper_bleu",), lambda r: num(r["paper_bleu"])),
@@ -77,8 +78,9 @@ def counted_flops(rec: RunRecord, lengths: tuple[float, float]) -> float | None:
 def _ours(name: str, pair: str, recs: Sequence[RunRecord], sustained: float, lengths: tuple[float, float]
           ) -> dict[str, Any]:
     """Our system `name` (a row) on one language pair, beside the paper's system it reproduces (row.paper.table2)."""
-    bleu = mean_ci(v for r in recs if (v := r.metric("bleu")) is not None)
-    tok = mean_ci(v for r in recs if (v := r.metric("bleu_paper")) is not None)
+    bleu = mean_ci(v for r in recs if (v := r.score("test", "bleu")) is not None)
+    tok = mean_ci(v for r in recs if (v := r.score("test", "bleu_paper")) is not None)
+    averaged = sorted({int(v) for r in recs if (v := r.score("test", "checkpoints_averaged")) is not None})
     est = mean_ci(v for r in recs if (v := estimated_flops(r.train, sustained)) is not None)
     counted = mean_ci(v for r in recs if (v := counted_flops(r, lengths)) is not None)
     wall = mean_ci(float(r.train["wall_time_s"]) for r in recs if r.train.get("wall_time_s") is not None)
@@ -87,6 +89,7 @@ def _ours(name: str, pair: str, recs: Sequence[RunRecord], sustained: float, len
     ref = (row_settings(recs).get("paper") or {}).get("table2")
     paper_bleu, paper_cost = paper_bleu_and_cost(ref, pair) if ref else (None, None)
     return dict(system=f"{ref or name}, ours", source="ours", row=name, pair=pair, n_seeds=len(recs),
+                checkpoints_averaged=" ".join(map(str, averaged)) or None,
                 bleu_mean=bleu.mean, bleu_ci95_low=bleu.low, bleu_ci95_high=bleu.high,
                 bleu_tok_mean=tok.mean, bleu_tok_ci95_low=tok.low, bleu_tok_ci95_high=tok.high,
                 paper_bleu=paper_bleu, train_flops_estimated=est.mean, train_flops_counted=counted.mean,
@@ -103,7 +106,7 @@ def build_table2(records: Sequence[RunRecord], lengths: tuple[float, float],
     groups: dict[tuple[str, str], list[RunRecord]] = {}
     for rec in records:
         pair = language_pair(rec.config)
-        if rec.ok and pair and "table2" in (row_settings([rec]).get("tables") or ()):
+        if rec.ok and pair and "table2" in (row_settings([rec]).get("tables") or ()) and rec.eval.get("test"):
             groups.setdefault((rec.row, pair), []).append(rec)
     pairs = sorted({pair for _, pair in groups}) or ["en_de"]
     names = list(dict.fromkeys(name for name, _ in groups))  # the rows in the order the records come
@@ -134,7 +137,9 @@ def write_table2(rows: Sequence[dict[str, Any]], out_dir: Path, context: Mapping
         "# Table 2: test BLEU and training cost\n\n" + markdown_table(header, body) + "\n"
         f"Scale: {context.get('scale') or DASH}; data: {context.get('data') or DASH}.\n\n"
         "test BLEU (sacre) is detokenized sacreBLEU; test BLEU (tok) is the paper's tokenized, compound-split "
-        "BLEU; mean ± half-width of a 95% Student-t interval over seeds. FLOPs (time×devices×rate) follows the "
+        "BLEU; mean ± half-width of a 95% Student-t interval over seeds, each seed decoded from the average of "
+        "its last checkpoints (averaged: how many; section 6.1: base 5, big 20), where Table 3 takes the last "
+        "checkpoint alone. FLOPs (time×devices×rate) follows the "
         "paper: wall time × device count × a sustained rate per device, here "
         f"{context.get('sustained_flops_per_device', P100_SUSTAINED_FLOPS):.2g} FLOP/s (the paper's P100 "
         "estimate, whatever device actually ran). FLOPs (counted) is 3 × forward matmul FLOPs per token × tokens "
