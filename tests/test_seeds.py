@@ -16,8 +16,8 @@ from aiayn.seeds import COLUMNS, main, new_seeds, plan_extension, planned_seeds,
 
 def line(row: str, test: str, planned: int | None, verdict: str = "unresolved") -> dict[str, str]:
     return {"row": row, "seeds_planned": "" if planned is None else str(planned), "test": test,
-            "expected_delta_bleu": "" if test == "equivalence" else "-1.2", "planning_sd": "0.41",
-            "family_level": "0.9974", "verdict": verdict}
+            "expected_delta_bleu": "-0.1" if test == "equivalence" else "-1.2", "margin_bleu": "0.5",
+            "planning_sd": "0.41", "family_level": "0.9974", "verdict": verdict}
 
 
 TABLE = [line("base", "", None, ""), line("A1", "difference", 5), line("A2", "equivalence", None),
@@ -33,7 +33,7 @@ def test_rows_planned_for_more_seeds_within_max_get_them_and_base_gets_every_one
     plan = plan_extension(planned_seeds(TABLE), SEEDS, max_seeds=10)
     assert plan.adds == {"base": [4, 5, 6, 7, 8], "A1": [4, 5], "A3": [4, 5, 6, 7, 8]}
     assert plan.why["A1"] == "5 planned, has 3" and plan.why["C1"] == "2 planned, has 3: its verdict is final"
-    assert "12 planned > aggregate.max_seeds 10" in plan.why["C3"] and "out of reach" in plan.why["A2"]
+    assert "12 planned > aggregate.max_seeds 10" in plan.why["C3"] and "not planned" in plan.why["A2"]
     assert plan_extension(planned_seeds(TABLE), SEEDS, max_seeds=6).adds == {"base": [4, 5], "A1": [4, 5]}
 
 
@@ -67,15 +67,18 @@ def write_table(path: Path, lines: list[dict[str, str]]) -> None:
 def test_one_extension_edits_params_runs_repro_and_a_second_is_refused(project: Path, capsys):
     table, params = project / "results" / "table3.csv", project / "params.yaml"
     final = ("import csv, sys; w = csv.writer(open(sys.argv[1], 'w', newline='')); w.writerows(["
-             f"{list(COLUMNS)!r}, ['A1', '5', 'difference', '-1.2', '0.4', '0.99', 'reproduced'], "
-             "['A3', '8', 'equivalence', '', '0.4', '0.99', 'unresolved']])")
+             f"{list(COLUMNS)!r}, ['A1', '5', 'difference', '-1.2', '0.5', '0.4', '0.99', 'reproduced'], "
+             "['A3', '8', 'equivalence', '', '0.5', '0.4', '0.99', 'unresolved']])")
     plan = run(params, table, dry=False, repro=(sys.executable, "-c", final, str(table)))
     assert plan.adds == {"base": [4, 5, 6, 7, 8], "A1": [4, 5], "A3": [4, 5, 6, 7, 8]}
     assert read_extra_seeds(params) == plan.adds
     assert seeds_per_row(params)["A3"] == [1, 2, 3, 4, 5, 6, 7, 8] and seeds_per_row(params)["B1"] == [1, 2, 3]
     out = capsys.readouterr().out
-    assert "pooled SD of the paired differences 0.41" in out and "A1: difference (resolve Δ -1.20)" in out
-    assert "A3: equivalence (show |Δ| within the margin); 8 planned, has 3; + seeds 4 5 6 7 8" in out
+    assert "pooled SD of the paired differences 0.41; each row decided by its family interval at level 0.9974" in out
+    assert "A1: difference, resolve the sign of Δ -1.20; 5 planned, has 3; + seeds 4 5" in out
+    assert "A3: equivalence, show |Δ| < 0.50; 8 planned, has 3; + seeds 4 5 6 7 8" in out
+    # A row the plan cannot reach says what power it would have at max_seeds (the stand-in table is not consistent).
+    assert "A2: equivalence, show |Δ| < 0.50; out of reach (> 100 seeds; power at 10: 0.21); stays at 3" in out
     assert "final: A1 reproduced, A3 unresolved" in out
     with pytest.raises(ValueError, match="one extension was made.*optional stopping"):
         run(params, table, dry=False, repro=(sys.executable, "-c", "pass"))
@@ -86,7 +89,7 @@ def test_dry_writes_nothing_and_the_cap_comes_from_params(project: Path, capsys)
     before = params.read_text()
     main(["--dry", "--params", str(params), "--table", str(project / "results" / "table3.csv")])
     assert params.read_text() == before
-    assert "A1: difference (resolve Δ -1.20); 5 planned, has 3; + seeds 4 5" in capsys.readouterr().out
+    assert "A1: difference, resolve the sign of Δ -1.20; 5 planned, has 3; + seeds 4 5" in capsys.readouterr().out
     params.write_text(before.replace("max_seeds: 10", "max_seeds: 6"))
     assert run(params, project / "results" / "table3.csv", dry=True).adds == {"base": [4, 5], "A1": [4, 5]}
 

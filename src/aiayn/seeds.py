@@ -24,13 +24,14 @@ from pathlib import Path
 import yaml
 
 from aiayn.config.params import add_extra_seeds, read_extra_seeds, seeds_per_row
-from aiayn.report.significance import SEEDS_UP_TO
+from aiayn.report.significance import EQUIVALENCE, SEEDS_UP_TO, power
 from aiayn.report.table3 import BASE
 
 TABLE = "results/table3.csv"
 PARAMS = "params.yaml"
 MAX_SEEDS = 10  # AggregateConfig.max_seeds' default, for a params file without an `aggregate` block
-COLUMNS = ("row", "seeds_planned", "test", "expected_delta_bleu", "planning_sd", "family_level", "verdict")
+COLUMNS = ("row", "seeds_planned", "test", "expected_delta_bleu", "margin_bleu", "planning_sd", "family_level",
+           "verdict")
 
 
 @dataclass
@@ -76,7 +77,7 @@ def plan_extension(planned: Mapping[str, int | None], seeds: Mapping[str, Sequen
     for row, want in planned.items():
         have = list(seeds.get(row, ()))
         if want is None:
-            plan.why[row] = f"out of reach (> {SEEDS_UP_TO} seeds) or nothing to plan; stays at {len(have)}"
+            plan.why[row] = f"not planned; stays at {len(have)}"
         elif want <= len(have):
             plan.why[row] = f"{want} planned, has {len(have)}: its verdict is final"
         elif want > max_seeds:
@@ -92,22 +93,42 @@ def plan_extension(planned: Mapping[str, int | None], seeds: Mapping[str, Sequen
     return plan
 
 
-def describe(plan: Plan, table: Sequence[Mapping[str, str]]) -> str:
-    """The plan's basis (pooled SD, family level) and one line a row: its test, difference of interest, seeds."""
+def describe(plan: Plan, table: Sequence[Mapping[str, str]], max_seeds: int) -> str:
+    """The plan's basis (pooled SD, family level) and one line a row: its test, difference of interest, what the
+    plan gives it and, for a row it cannot reach, the power it would have at max_seeds."""
     first = next(iter(table), {})
-    lines = [f"planned from the pilot: pooled SD of the paired differences {first.get('planning_sd') or '—'}, "
-             f"family level {first.get('family_level') or '—'} per row"]
+    sd, level = _number(first.get("planning_sd")), _number(first.get("family_level"))
+    lines = [f"planned from the pilot: pooled SD of the paired differences {_shown(sd, '.3g')}; each row decided "
+             f"by its family interval at level {_shown(level, '.4f')}; aggregate.max_seeds {max_seeds}"]
     for line in table:
         row = line["row"]
         if row == BASE:
             continue
-        effect = f"{float(line['expected_delta_bleu']):+.2f}" if line["expected_delta_bleu"] else "—"
-        aim = "show |Δ| within the margin" if line["test"] == "equivalence" else f"resolve Δ {effect}"
+        effect, margin = _number(line["expected_delta_bleu"]), _number(line["margin_bleu"])
+        kind = line["test"]
+        aim = (f"show |Δ| < {_shown(margin, '.2f')}" if kind == EQUIVALENCE
+               else f"resolve the sign of Δ {_shown(effect, '+.2f')}")
         gets = f"+ seeds {' '.join(map(str, plan.adds[row]))}" if row in plan.adds else "no new seeds"
-        lines.append(f"  {row}: {line['test']} ({aim}); {plan.why.get(row, '')}; {gets}")
+        why = plan.why.get(row, "")
+        if not line["seeds_planned"]:
+            if sd is None or effect is None:
+                why = why.replace("not planned", "nothing to plan (no spread or no scale)")
+            else:
+                reach = power(kind, max_seeds, 0.0 if kind == EQUIVALENCE else effect, margin, sd, level)[0]
+                why = why.replace("not planned", f"out of reach (> {SEEDS_UP_TO} seeds; power at {max_seeds}: "
+                                                 f"{reach:.2f})")
+        lines.append(f"  {row}: {kind}, {aim}; {why}; {gets}")
     if BASE in plan.adds:
         lines.append(f"  base: + seeds {' '.join(map(str, plan.adds[BASE]))} (the rows above pair with it)")
     return "\n".join(lines)
+
+
+def _number(text: str | None) -> float | None:
+    return float(text) if text else None
+
+
+def _shown(x: float | None, spec: str) -> str:
+    return "—" if x is None else format(x, spec)
 
 
 def max_seeds_of(params: Path) -> int:
@@ -128,8 +149,9 @@ def run(params: Path, table: Path, dry: bool,
             "every further look raises the chance of a false verdict). For a new study, list its seeds in "
             "`seeds` and clear `extra_seeds`.")
     rows = read_table(table)
-    plan = plan_extension(planned_seeds(rows), seeds_per_row(params), max_seeds_of(params))
-    print(describe(plan, rows), flush=True)
+    max_seeds = max_seeds_of(params)
+    plan = plan_extension(planned_seeds(rows), seeds_per_row(params), max_seeds)
+    print(describe(plan, rows, max_seeds), flush=True)
     if not plan.adds:
         print("nothing to run: no row's plan asks for more seeds within aggregate.max_seeds; every verdict is final")
         return plan

@@ -41,7 +41,7 @@ def test_the_one_extension_runs_only_the_planned_seeds(tmp_path: Path, copy_proj
         writer.writerows(lines)
 
     out = helpers.run([sys.executable, "-m", "aiayn.seeds"], repo).stdout
-    assert "D1: difference (resolve Δ" in out and "3 planned, has 2; + seeds 3" in out
+    assert "D1: difference, resolve the sign of Δ" in out and "3 planned, has 2; + seeds 3" in out
     assert "60 planned > aggregate.max_seeds 3: stays at 2; no new seeds" in out
     ran = {line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage")}
     assert ran == {"seeds", "train@base", "evaluate@base", "train@D1", "evaluate@D1", "aggregate"}, out

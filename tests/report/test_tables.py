@@ -10,7 +10,7 @@ import pytest
 from aiayn.report import aggregate, collect_runs
 from aiayn.report.significance import DIFFERENCE, Design, seeds_needed, t_quantile
 from aiayn.report.table2 import build_table2, table2_metrics
-from aiayn.report.table3 import build_table3, table3_metrics
+from aiayn.report.table3 import build_table3, table3_metrics, write_table3
 
 T3_REQUIRED = ["row", "n_seeds", "checkpoints_averaged", "bleu_mean", "bleu_ci95_low", "bleu_ci95_high",
                "ppl_gmean", "ppl_ci95_low", "ppl_ci95_high", "params_m", "paper_bleu", "paper_ppl", "paper_params_m",
@@ -76,12 +76,17 @@ def test_table3_rows(fabricated):
     assert set(headline["D1"]) == {"dev_bleu", "delta_bleu", "verdict"}
 
 
-def test_table3_pairs_rows_with_their_own_seeds(fabricated):
+def test_table3_pairs_rows_with_their_own_seeds(fabricated, tmp_path):
     """A row given more seeds than another is compared with base on the seeds both have."""
     recs = collect_runs(fabricated["runs"], ["base", "A1", "C5"], {"base": [1, 2, 3], "A1": [1, 2, 3], "C5": [2, 3]})
     rows = {r["row"]: r for r in build_table3(recs)}
     assert rows["A1"]["delta_bleu_n_pairs"] == 3 and rows["C5"]["delta_bleu_n_pairs"] == 2
     assert rows["C5"]["seeds"] == "2 3" and rows["C5"]["delta_bleu"] == pytest.approx(-1.5)
+    # Base's mean is over 3 seeds, C5's difference over 2 pairs: the ΔBLEU cell says so.
+    write_table3(list(rows.values()), tmp_path, {})
+    shown = {line.split(" | ")[0][2:]: line for line in (tmp_path / "table3.md").read_text().splitlines()
+             if line.startswith("| ")}
+    assert "-1.50 ± 1.27 (2 pairs)" in shown["C5"] and "pairs" not in shown["A1"]
 
 
 def test_table2_rows(fabricated):

@@ -165,8 +165,7 @@ def verdict_cell(row: Mapping[str, Any]) -> str:
 
 def _delta_cell(row: Mapping[str, Any]) -> str:
     """ΔBLEU ± its 95% half-width, with the number of pairs when base has more seeds than the pairs."""
-    keys, cell = ci_cells("delta_bleu", sign=True)
-    text = cell(row)
+    text = ci_cells("delta_bleu", sign=True)[1](row)
     pairs = row.get("delta_bleu_n_pairs")
     return text if row.get("delta_bleu") is None or pairs is None or pairs == row.get("base_seeds") \
         else f"{text} ({pairs} pairs)"
