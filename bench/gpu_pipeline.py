@@ -37,6 +37,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
 from pipeline_time import copy_project  # noqa: E402  (one copy of the project, shared with the DVC tests)
 
+from aiayn import runspec  # noqa: E402  (run folders and file names, from the one place that names them)
+from aiayn.runspec import RunSpec  # noqa: E402
+
 # Packages the GPU image already holds (/work/.library/device/KINDS.md, read 2026-11-17) among those the wheels
 # below need; everything else in the closure of ROOTS is carried, pinned to this environment's versions.
 ON_DEVICE = {
@@ -157,18 +160,19 @@ def collect(work: Path, rows: list[str], seeds: list[int]) -> dict[str, dict]:
     runs = {}
     for row in rows:
         for seed in seeds:
-            run_dir, r = work / "runs" / row / f"seed{seed}", {}
-            if (run_dir / "train.json").is_file():
-                t = json.loads((run_dir / "train.json").read_text())
+            spec, r = RunSpec.for_row(row, seed, runs=work / "runs", evals=work / "evals"), {}
+            run_dir = spec.run_dir
+            if (run_dir / runspec.TRAIN_SUMMARY).is_file():
+                t = json.loads((run_dir / runspec.TRAIN_SUMMARY).read_text())
                 r |= {"steps": t["steps"], "train_s": t["wall_time_s"], "val_ppl": t["val_ppl"],
                       "tokens_per_s": sum(t["tokens_seen"].values()) / max(t["wall_time_s"], 1e-9),
                       "device": t["device"]["name"], "precision": t["precision"]}
-            if (run_dir / "curve.csv").is_file():
-                with (run_dir / "curve.csv").open() as f:
+            if (run_dir / runspec.CURVE).is_file():
+                with (run_dir / runspec.CURVE).open() as f:
                     rates = [float(x["train_tokens_per_s"]) for x in csv.DictReader(f) if x.get("train_tokens_per_s")]
                 if rates:  # the median logging window, the first (start-up) left out
                     r["curve_tokens_per_s"] = statistics.median(rates[1:] or rates)
-            eval_json = work / "evals" / row / f"seed{seed}" / "eval.json"
+            eval_json = spec.eval_dir / runspec.EVAL
             if eval_json.is_file():
                 e = json.loads(eval_json.read_text())
                 test = e.get("test") or {}

@@ -41,6 +41,8 @@ import sys
 import time
 from pathlib import Path
 
+from aiayn import runspec
+
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "multi30k"
 
@@ -266,8 +268,8 @@ def pipeline_train(workdir: str, seed: int, setting: dict, system: str, device: 
             train_s = time.perf_counter() - start
     # The overrides make a variant of base, so the stages write runs/{tag}/base/{variant}/seed{seed} (and evals/...
     # likewise, with the decode settings in the name): each system has its own folders, so one variant each.
-    trained = json.loads(_one(Path(workdir) / f"runs/{tag}/base", f"seed{seed}/train.json").read_text())
-    ev = json.loads(_one(Path(workdir) / f"evals/{tag}/base", f"seed{seed}/eval.json").read_text())
+    trained = json.loads(_one(Path(workdir) / f"runs/{tag}/base", f"seed{seed}/{runspec.TRAIN_SUMMARY}").read_text())
+    ev = json.loads(_one(Path(workdir) / f"evals/{tag}/base", f"seed{seed}/{runspec.EVAL}").read_text())
     return {"steps": trained["steps"], "tgt_tokens_per_step": trained["tokens_seen"]["tgt"] / trained["steps"],
             "train_s": round(train_s, 1), "dev_ppl": ev["dev"]["ppl"], "dev_bleu": ev["dev"]["bleu"],
             "test_bleu": ev["test"]["bleu"]}

@@ -1,5 +1,6 @@
 """DVC stage `evaluate@{row}`: decode dev (and test, for Table 2's systems), score, and write
-evals/{row}/seed{seed}/eval.json and the hypotheses. DVC passes seeds_from=seeds/{row}.yaml: a multirun over the
+its evaluation folder (aiayn.runspec: evals/{row}/[{variant}/]seed{seed}/): eval.json and the
+hypotheses. DVC passes seeds_from=seeds/{row}.yaml: a multirun over the
 row's seeds on params.yaml's launcher, as for train.
 
 By hand: python pipeline/evaluate.py row=A1 seed=2 decode=greedy

@@ -1,4 +1,5 @@
-"""DVC stage `train@{row}`: train one row with one seed into runs/{row}/seed{seed}/.
+"""DVC stage `train@{row}`: train one row with one seed into its run folder (aiayn.runspec: runs/{row}/seed{seed}/,
+runs/{row}/{variant}/seed{seed}/ for a variant).
 
 DVC runs `python pipeline/train.py hydra/launcher=parallel row=A1 seeds_from=seeds/A1.yaml`: a Hydra multirun over
 the row's seeds, one stage per row (a Python start-up with Lightning costs seconds); a seed whose run already

@@ -1,4 +1,4 @@
-"""A run's learning curve, runs/{row}/seed{seed}/curve.csv: its columns, written by the train stage (CurveWriter) and
+"""A run's learning curve (aiayn.runspec.CURVE in its run folder): its columns, written by the train stage (CurveWriter) and
 read by the aggregate stage (tables, plots, `dvc plots`), declared once here.
 
 Each column is a metric key as the LightningModule and callbacks log it ("train/lr"), with "/" written as "_"
@@ -12,6 +12,10 @@ import math
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
+
+# A training run's numbers do not depend on this module (the curve file's columns: how a run is watched):
+# aiayn.runspec leaves it out of the run's fingerprint, so editing it does not retrain.
+CANNOT_CHANGE_RESULTS = True
 
 TRAIN_METRICS = ("train/loss", "train/nll", "train/lr", "train/tokens_per_s", "train/grad_norm")
 VAL_METRICS = ("val/loss", "val/ppl")

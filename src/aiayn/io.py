@@ -11,6 +11,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
+# A training run's numbers do not depend on this module (atomic writes of its files; what it reads is hashed as
+# data): aiayn.runspec leaves it out of the run's fingerprint, so editing it does not retrain.
+CANNOT_CHANGE_RESULTS = True
+
 
 class DiskFullError(OSError):
     """A write that met a full disk: one line naming the file, the bytes it needed (when known) and the bytes

@@ -10,6 +10,10 @@ import sys
 import time
 from datetime import timedelta
 
+# A training run's numbers do not depend on this module (progress lines: how a run is watched): aiayn.runspec leaves
+# it out of the run's fingerprint, so editing it does not retrain.
+CANNOT_CHANGE_RESULTS = True
+
 log = logging.getLogger("aiayn.progress")
 
 

@@ -3,26 +3,29 @@
 The run folders, not wandb, are the source of truth for the tables; wandb is for browsing. Secrets never reach
 a wandb config: `scrub` drops credential-like keys and any value equal to a credential in the environment.
 
-A training run's wandb id is derived from its fingerprint (row, seed, config, data, tokenizer, code), so a killed,
-requeued or resumed run continues the same wandb run (resume="allow"), its history keyed by trainer/global_step.
+A training run's wandb id is derived from its fingerprint (aiayn.runspec: row, seed, config, data, tokenizer, code),
+so a killed, requeued or resumed run continues the same wandb run (resume="allow"), its history keyed by
+trainer/global_step.
 Lineage: train logs a checkpoint artifact (a reference to runs/.../checkpoints by path and checksum), evaluate uses
 it and logs its hypotheses, aggregate uses the evaluations and logs the tables. wandb refuses `use_artifact` offline,
 so every consumer also records its inputs (artifact name and digest) in its config, `inputs`, online or not.
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import netrc
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
+
+# A training run's numbers do not depend on this module (wandb: how a run is watched): aiayn.runspec leaves it out
+# of the run's fingerprint, so editing it does not retrain.
+CANNOT_CHANGE_RESULTS = True
 
 log = logging.getLogger(__name__)
 
@@ -90,17 +93,9 @@ def is_rank_zero() -> bool:
 
 def run_name(cfg: DictConfig, job_type: str = "train") -> str:
     """"{row}-s{seed}", with the variant's folder name between for a variant (base-lr_factor=2-s1)."""
-    return _name(cfg.row.name, cfg.paths.train_variant if job_type == "train" else cfg.paths.eval_variant, cfg.seed)
+    from aiayn.runspec import RunSpec
 
-
-def _name(row: str, variant: str, seed: int) -> str:
-    variant = variant.rstrip("/")
-    return f"{row}-{variant}-s{seed}" if variant else f"{row}-s{seed}"
-
-
-def stable_run_id(identity: Mapping[str, Any]) -> str:
-    """A wandb run id that is the same for the same identity (a training run's fingerprint), else different."""
-    return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:24]
+    return RunSpec.of(cfg).name(job_type)
 
 
 def start_run(cfg: DictConfig, job_type: str, name: str | None = None, group: str | None = None,
@@ -204,12 +199,8 @@ class ArtifactSpec:
     files: tuple[str, ...] = ()  # with copy: only these names under path (all files when empty)
 
 
-def artifact_name(prefix: str, cfg: DictConfig, job_type: str = "train") -> str:
+def artifact_name(prefix: str, run: str) -> str:
     """"checkpoints-base-s1", with the run's variant ("checkpoints-base-lr_factor_2-s1"), in wandb's alphabet."""
-    return _artifact_name(prefix, run_name(cfg, job_type))
-
-
-def _artifact_name(prefix: str, run: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", f"{prefix}-{run}")
 
 
@@ -262,19 +253,17 @@ def use_inputs(run, specs: Iterable[ArtifactSpec]) -> dict[str, str]:
 
 def checkpoint_artifact(cfg: DictConfig) -> ArtifactSpec:
     """A training run's output: its checkpoints folder, by reference unless logger.upload_checkpoints."""
-    return ArtifactSpec(artifact_name("checkpoints", cfg), "model", Path(cfg.paths.run_dir) / "checkpoints",
+    from aiayn.runspec import RunSpec
+
+    spec = RunSpec.of(cfg)
+    return ArtifactSpec(artifact_name("checkpoints", spec.name("train")), "model", spec.checkpoints,
                         copy=cfg.logger.upload_checkpoints)
 
 
-EVAL_FILES = ("eval.json", "hyps.valid.txt", "hyps.test.txt")
+def eval_artifact(spec) -> ArtifactSpec:
+    """An evaluation's output (of an aiayn.runspec.RunSpec): eval.json and the hypotheses (small files, copied); what
+    the evaluate stage logs and the aggregate run records as its inputs."""
+    from aiayn import runspec
 
-
-def eval_artifact(cfg: DictConfig) -> ArtifactSpec:
-    """An evaluation's output: eval.json and the hypotheses (small files, copied)."""
-    return eval_artifact_of(cfg.row.name, cfg.paths.eval_variant, cfg.seed, Path(cfg.paths.eval_dir))
-
-
-def eval_artifact_of(row: str, variant: str, seed: int, eval_dir: Path) -> ArtifactSpec:
-    """The evaluation artifact of one run, as its evaluate stage logged it (for the aggregate run's inputs)."""
-    return ArtifactSpec(_artifact_name("eval", _name(row, variant, seed)), "evaluation", Path(eval_dir), copy=True,
-                        files=EVAL_FILES)
+    return ArtifactSpec(artifact_name("eval", spec.name("eval")), "evaluation", spec.eval_dir, copy=True,
+                        files=(runspec.EVAL, *(runspec.hyps_file(split) for split in ("valid", "test"))))

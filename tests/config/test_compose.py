@@ -112,8 +112,10 @@ def test_values_that_cannot_run_are_refused_with_their_key(override: str, key: s
 
 
 def test_prepared_config_is_read_only_and_resolved() -> None:
+    from aiayn.runspec import RunSpec
+
     cfg = prepare(compose(["row=A2", "seed=7"]))
-    assert cfg.paths.run_dir == str(Path("runs") / "A2" / "seed7")
+    assert RunSpec.of(cfg).run_dir == Path("runs") / "A2" / "seed7"
     with pytest.raises(Exception):
         cfg.model.d_model = 3
 

@@ -108,7 +108,7 @@ def overrides(tmp: Path) -> list[str]:
     # A test set of another size than dev shows which split was decoded.
     return ["scale=smoke", "logger=none", "trainer.enable_progress_bar=false", "train.max_steps=4",
             "data.valid_size=12", "data.test_size=8", "decode.max_len_b=10", f"paths.raw={tmp}/data/raw",
-            f"paths.bpe={tmp}/data/bpe", f"paths.runs={tmp}/runs", f"paths.tuning_dir={tmp}/tuning"]
+            f"paths.bpe={tmp}/data/bpe", f"paths.runs={tmp}/runs", f"paths.tuning={tmp}/tuning"]
 
 
 @pytest.fixture(scope="module")
@@ -128,7 +128,7 @@ def swept(tmp_path_factory) -> Path:
 
 
 def test_sweep_writes_every_setting_and_chooses_the_best(swept: Path) -> None:
-    folder = swept / "tuning"
+    (folder,) = (swept / "tuning" / "base").glob("**/seed1")  # the run's folder: max_steps=4 makes a variant
     names = sorted(p.stem for p in folder.glob("beam*-lp*.json"))
     assert names == ["beam1-lp0.0", "beam1-lp0.6", "beam3-lp0.0", "beam3-lp0.6"]
     results = read_results(folder)

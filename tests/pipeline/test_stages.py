@@ -210,3 +210,70 @@ def test_a_run_whose_output_goes_to_a_file_logs_plain_progress_lines(workspace: 
     out = subprocess.run([sys.executable, str(REPO / "pipeline" / "evaluate.py"), *args], capture_output=True,
                          text=True, env=env, check=True, timeout=300)
     assert "decode valid (beam): 40/40 sentences (100%)" in out.stdout + out.stderr
+
+
+def test_a_snapshot_cadence_change_is_another_run_of_a_row_that_averages(workspace: Path) -> None:
+    """train.snapshot_every_steps decides which weights base averages for Table 2: with another cadence base is
+    another run, trained in its own folder and averaged from its own snapshots. C1 averages nothing: the same
+    override is the same run of C1, skipped."""
+    from aiayn.runspec import RunSpec
+
+    cadence = "train.snapshot_every_steps=3"
+    cfg = compose(overrides(workspace, cadence))
+    spec = RunSpec.of(cfg)
+    assert spec.run_dir == workspace / "runs" / "base" / "snapshot_every_steps=3" / "seed1"
+    stage("train").run(cfg)
+    assert sorted(p.name for p in spec.checkpoints.glob("step-*")) == [f"step-{s:08d}.ckpt" for s in (3, 6, 9, 12)]
+    scores = stage("evaluate").run(compose(overrides(workspace, cadence)))
+    assert scores["test"]["checkpoints"] == [f"step-{s:08d}.ckpt" for s in (3, 6, 9, 12)]
+    stage("train").run(compose(overrides(workspace, "row=C1")))  # a no-op when an earlier test trained it
+    c1 = RunSpec.of(compose(overrides(workspace, "row=C1", cadence)))
+    assert c1.run_dir == workspace / "runs" / "C1" / "seed1"
+    stamp = (c1.checkpoints / "last.ckpt").stat().st_mtime_ns
+    stage("train").run(compose(overrides(workspace, "row=C1", cadence)))
+    assert (c1.checkpoints / "last.ckpt").stat().st_mtime_ns == stamp  # skipped, not retrained
+
+
+def test_a_change_of_the_code_a_run_executes_retrains_it(workspace: Path, tmp_path: Path, monkeypatch, caplog) -> None:
+    """An edit of the training code (any module the train stage imports: the encoded-data reader, the tokenizer,
+    ...) moves the old checkpoints aside and trains again; the code digest is the stand-in for the edit here
+    (tests/test_runspec.py shows an edit changes it)."""
+    import logging
+    import shutil
+
+    import aiayn.runspec
+
+    shutil.copytree(workspace / "data", tmp_path / "data")
+    shutil.copytree(workspace / "runs" / "base" / "seed1", tmp_path / "runs" / "base" / "seed1")
+    monkeypatch.setattr(aiayn.runspec, "code_digest", lambda entry, root=None: "an edited binary.py")
+    with caplog.at_level(logging.WARNING, logger="aiayn.train.run_dir"):
+        summary = stage("train").run(compose(overrides(tmp_path)))
+    assert "code_sha256: checkpoint" in caplog.text and "!= now 'an edited binary.py'" in caplog.text
+    assert len(list((tmp_path / "runs" / "base" / "seed1").glob("stale-checkpoints-*"))) == 1
+    assert summary["steps"] == 12
+
+
+def test_a_file_name_changed_in_runspec_moves_every_writer_and_reader(workspace: Path, tmp_path: Path,
+                                                                     monkeypatch) -> None:
+    """The run files are named in one place: renamed there, train, evaluate and aggregate still find each
+    other's files, under the new names only."""
+    import shutil
+
+    import aiayn.runspec
+
+    for name, value in (("TRAIN_SUMMARY", "summary.json"), ("EVAL", "scores.json"), ("CURVE", "learning.csv"),
+                        ("CONFIG", "resolved.yaml")):
+        monkeypatch.setattr(aiayn.runspec, name, value)
+    shutil.copytree(workspace / "data", tmp_path / "data")
+    (tmp_path / "params.yaml").write_text("rows: [base]\nseeds: [1]\n")
+    stage("train").run(compose(overrides(tmp_path)))
+    stage("evaluate").run(compose(overrides(tmp_path)))
+    stage("aggregate").run(compose(overrides(tmp_path, f"aggregate.params_file={tmp_path}/params.yaml")))
+    run, evaluation = tmp_path / "runs" / "base" / "seed1", tmp_path / "evals" / "base" / "seed1"
+    assert {"summary.json", "learning.csv", "resolved.yaml"} <= {p.name for p in run.iterdir()}
+    assert (evaluation / "scores.json").is_file() and not (evaluation / "eval.json").exists()
+    assert not {"train.json", "curve.csv", "config.yaml"} & {p.name for p in run.iterdir()}
+    with open(tmp_path / "results" / "table3.csv", encoding="utf-8") as f:
+        assert next(csv.DictReader(f))["n_seeds"] == "1"  # the aggregate found the run and its evaluation
+    with open(tmp_path / "results" / "curves.csv", encoding="utf-8") as f:
+        assert [r["run"] for r in csv.DictReader(f)] == ["base-s1", "base-s1"]

@@ -58,10 +58,11 @@ def test_a_checkpoint_of_another_config_is_moved_aside_not_loaded(stage, overrid
     for name, data in original.items():
         (run_dir / "checkpoints" / name).write_bytes(data)
     # An override would name a variant folder of its own (runs/base/d_ff=48,.../seed1); the same folder with another
-    # config is what an edited conf file gives, forced here with paths.run_dir.
+    # config is what an edited conf file gives, forced here by composing without the variant.
+    cfg = compose(overrides(tmp_path, "model.d_ff=48", "train.label_smoothing=0.2"))
+    cfg.variant = {}
     with caplog.at_level(logging.WARNING, logger="aiayn.train.run_dir"):
-        summary = stage("train").run(compose(overrides(tmp_path, "model.d_ff=48", "train.label_smoothing=0.2",
-                                                       f"paths.run_dir={run_dir}")))
+        summary = stage("train").run(cfg)
     assert "model.d_ff: checkpoint 64 != now 48" in caplog.text
     assert "train.label_smoothing: checkpoint 0.1 != now 0.2" in caplog.text
     (aside,) = run_dir.glob("stale-checkpoints-*")
@@ -104,12 +105,13 @@ def test_a_code_change_retrains_instead_of_resuming(tmp_path) -> None:
     """dvc repro reruns train when its code changes; the kept checkpoints of the old code must not be resumed."""
     import torch
 
-    from aiayn.train.run_dir import code_sha256, resume_checkpoint
+    from aiayn.runspec import TRAIN_ENTRY, code_digest
+    from aiayn.train.run_dir import resume_checkpoint
 
-    assert code_sha256() == code_sha256()  # stable for unchanged code
+    assert code_digest(TRAIN_ENTRY) == code_digest(TRAIN_ENTRY)  # stable for unchanged code
     ckpt_dir = tmp_path / "checkpoints"
     ckpt_dir.mkdir()
-    now = {"code_sha256": code_sha256(), "row": "base", "seed": 1}
+    now = {"code_sha256": code_digest(TRAIN_ENTRY), "row": "base", "seed": 1}
     torch.save({"global_step": 600, "aiayn_fingerprint": {**now, "code_sha256": "0" * 64}}, ckpt_dir / "last.ckpt")
     assert resume_checkpoint(ckpt_dir, now, resume=True) is None
     (aside,) = tmp_path.glob("stale-checkpoints-*")

@@ -31,10 +31,12 @@ def step_files(run_dir: Path) -> dict[str, int]:
 
 def test_a_stopped_run_resumes_to_the_same_metrics_and_curve(stage, overrides, reference, exact, tmp_path):
     """Stop at step 6, rerun to 12 in the same folder: identical results. (A resume may differ in max_steps, which
-    a longer run continues; on the command line train.max_steps=6 would name a variant folder, so the folder is
-    given, as an edited conf file would keep it.)"""
+    a longer run continues; on the command line train.max_steps=6 would name a variant folder, so it is composed
+    without the variant, as an edited conf file would keep the folder.)"""
     run_dir = tmp_path / "runs" / "base" / "seed1"
-    stage("train").run(compose(overrides(tmp_path, "train.max_steps=6", f"paths.run_dir={run_dir}")))
+    shorter = compose(overrides(tmp_path, "train.max_steps=6"))
+    shorter.variant = {}
+    stage("train").run(shorter)
     before = step_files(run_dir)
     assert sorted(before) == [f"step-{s:08d}.ckpt" for s in (2, 4, 6)]
     stage("train").run(compose(overrides(tmp_path)))

@@ -8,6 +8,10 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+# A training run's numbers do not depend on this module (names only; the settings a run gets are in its
+# fingerprint): aiayn.runspec leaves it out of the run's fingerprint, so editing it does not retrain.
+CANNOT_CHANGE_RESULTS = True
+
 _EXPORTS = {
     "CONF_DIR": "composition", "compose": "composition", "register_configs": "composition",
     "read_params_list": "params",

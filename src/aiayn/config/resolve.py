@@ -14,7 +14,6 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from aiayn.config.schema import ROW_GROUPS, TABLES, ModelConfig, choices, relative_keys
-from aiayn.config.variant import slug
 
 SIZE_KEYS = relative_keys(ModelConfig)
 
@@ -142,13 +141,10 @@ def validate(cfg: DictConfig) -> None:
 
 
 def prepare(cfg: DictConfig) -> DictConfig:
-    """The run's final config: the row applied, every value checked, its variant's folders named, interpolations
-    resolved, read-only."""
+    """The run's final config: the row applied, every value checked, interpolations resolved, read-only (its
+    folders: aiayn.runspec.RunSpec.of(cfg))."""
     out = resolve_row(cfg)
     validate(out)
-    for key, eval_too in (("train_variant", False), ("eval_variant", True)):
-        name = slug(cfg.variant, eval_too)
-        out.paths[key] = f"{name}/" if name else ""
     OmegaConf.resolve(out)
     OmegaConf.set_readonly(out, True)
     return out

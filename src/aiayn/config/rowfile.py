@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from aiayn.config.resolve import ConfigError
@@ -64,8 +64,9 @@ def _unknown(path: Path, key: str, valid: list[str]) -> ConfigError:
                        f"{', '.join(ROW_GROUPS)} (src/aiayn/config/schema.py)")
 
 
-def check_row_file(path: Path | str) -> None:
-    """Refuse a row file that is not a valid RowConfig patch; the message names the file and the key."""
+def read_row(path: Path | str) -> DictConfig:
+    """A row file as a RowConfig (metadata and patch); a file that is not a valid RowConfig patch is refused, the
+    message naming the file and the key."""
     path = Path(path)
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
@@ -94,6 +95,7 @@ def check_row_file(path: Path | str) -> None:
     unknown = [t for t in row.tables if t not in TABLES]
     if unknown:
         raise ConfigError(f"{path}: tables lists {unknown[0]!r}; a row can be in {list(TABLES)}")
+    return row
 
 
 def rows_in_overrides(overrides: Iterable[str]) -> list[str]:
@@ -111,4 +113,4 @@ def check_row_overrides(overrides: Iterable[str], conf_dir: Path) -> None:
     for name in rows_in_overrides(overrides):
         path = Path(conf_dir) / "row" / f"{name}.yaml"
         if path.is_file():
-            check_row_file(path)
+            read_row(path)

@@ -6,8 +6,9 @@ once. A misspelt key fails when the config is composed, before any work starts.
 Three kinds of field are marked here, once, and everything else derives from the marks: `relative(...)` is a size
 or step count that a row (conf/row/) changes *relative to the paper's value*, so that "d_model: 256" means half the
 scale's base width at every scale (RowConfig); `choice(...)` is a string with a fixed set of values, checked before
-anything runs (aiayn.config.resolve); `observed(...)` changes how a run is watched or scheduled, not what it
-computes (resume and run-folder names ignore it). Every other key a row sets is absolute.
+anything runs (aiayn.config.resolve); `observed(...)` changes how a run is watched or scheduled, not any number a
+table reads (resume and run-folder names ignore it); `averaging(...)` is how a run is checkpointed, which changes the
+numbers of a row that averages checkpoints and of no other (aiayn.runspec). Every other key a row sets is absolute.
 """
 from __future__ import annotations
 
@@ -16,7 +17,11 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
-RELATIVE, CHOICES, OBSERVED = "aiayn_relative", "aiayn_choices", "aiayn_observed"
+# A training run's numbers do not depend on this module (its defaults reach a run only as settings, which the
+# fingerprint holds): aiayn.runspec leaves it out of the run's fingerprint, so editing it does not retrain.
+CANNOT_CHANGE_RESULTS = True
+
+RELATIVE, CHOICES, OBSERVED, AVERAGING = "aiayn_relative", "aiayn_choices", "aiayn_observed", "aiayn_averaging"
 
 
 def relative(default: int) -> Any:
@@ -33,6 +38,18 @@ def observed(default: Any) -> Any:
     """A setting of how a run is observed, checkpointed or scheduled, not of what it computes: a resume may differ
     in it, and a run that differs only in it is not a variant of its row (aiayn.config.variant)."""
     return field(default=default, metadata={OBSERVED: True})
+
+
+def averaging(default: Any) -> Any:
+    """A setting of how a run is checkpointed: it changes no weight, but which weights a row that averages its last
+    checkpoints (row.average_last > 1, Table 2) averages, so it is part of such a row's run (aiayn.runspec) and of
+    no other's."""
+    return field(default=default, metadata={AVERAGING: True})
+
+
+def averaging_keys(schema: type) -> tuple[str, ...]:
+    """The fields of `schema` marked `averaging`."""
+    return tuple(f.name for f in dataclasses.fields(schema) if f.metadata.get(AVERAGING))
 
 
 def observed_keys(schema: type) -> tuple[str, ...]:
@@ -157,14 +174,14 @@ class TrainConfig:
     grad_clip: float = 0.0  # 0 = none, as in the paper
     val_every_steps: int = observed(1000)
     log_every_steps: int = observed(50)
-    ckpt_every_steps: int = observed(0)  # 0 = off; a checkpoint every K steps
-    ckpt_every_minutes: float = observed(10.0)  # 0 = off; the paper's 10-minute interval (section 6.1)
+    ckpt_every_steps: int = averaging(0)  # 0 = off; a checkpoint every K steps
+    ckpt_every_minutes: float = averaging(10.0)  # 0 = off; the paper's 10-minute interval (section 6.1)
     # Averaging snapshots every K steps when the resume checkpoint's cadence is coarser; 0: the same cadence.
     # With a step cadence, only the last keep_last are ever written.
-    snapshot_every_steps: int = observed(0)
+    snapshot_every_steps: int = averaging(0)
     # Weights-only snapshots kept for averaging, written at the checkpoint cadence beside the full last.ckpt
     # that resumes; null: as many as the row averages (row.average_last; none when it averages nothing).
-    keep_last: Optional[int] = observed(None)
+    keep_last: Optional[int] = averaging(None)
     compile: bool = observed(False)  # torch.compile the model (GPU runs): the same function, faster
     # 0 = off; K: the output projection and the loss K target tokens at a time, the whole (N, V) logits never in
     # memory (aiayn.train.chunked_loss): the same function within float rounding, for large vocabularies and batches
@@ -274,18 +291,14 @@ class ScaleConfig:
 
 @dataclass
 class PathsConfig:
+    """The roots; a run's own folders under them are aiayn.runspec's (runs/{row}/{variant}/seed{seed}, ...)."""
+
     raw: str = "data/raw"
     bpe: str = "data/bpe"
-    runs: str = "runs"
+    runs: str = "runs"  # the train stage's
+    evals: str = "evals"  # the evaluate stage's
+    tuning: str = "decode_tuning"  # pipeline/tune_decode.py's (outside DVC's outputs)
     results: str = "results"
-    evals: str = "evals"
-    # A variant of the row (aiayn.config.variant) runs in a folder of its own, e.g. runs/base/lr_factor=2/seed1;
-    # prepare() fills these from Config.variant ("" for the row itself).
-    train_variant: str = ""
-    eval_variant: str = ""
-    run_dir: str = "${paths.runs}/${row.name}/${paths.train_variant}seed${seed}"  # the train stage's folder for one run
-    eval_dir: str = "${paths.evals}/${row.name}/${paths.eval_variant}seed${seed}"  # the evaluate stage's folder
-    tuning_dir: str = "decode_tuning/${row.name}/seed${seed}"  # pipeline/tune_decode.py's (outside DVC's outputs)
 
 
 @dataclass

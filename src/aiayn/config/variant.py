@@ -2,16 +2,14 @@
 
 The reference is the plain composition of the same data, scale, trainer and row, compared before the row is applied
 (so a variant has the same name in every row); a job of `python pipeline/train.py
--m train.lr_factor=0.5,2` differs from it in {"train.lr_factor": 0.5} and {"train.lr_factor": 2}, so each runs in
-a folder of its own: runs/base/lr_factor=0.5/seed1, runs/base/lr_factor=2/seed1 (an evaluation also by its decode
-settings: evals/base/lr_factor=2,beam_size=8/seed1). A run with no variant keeps runs/{row}/seed{seed}. Settings
-marked `observed` in the schema (logging, checkpoint cadence, ...) never make a variant.
+-m train.lr_factor=0.5,2` differs from it in {"train.lr_factor": 0.5} and {"train.lr_factor": 2}. Which folders a
+variant runs in, and which of its settings a row's folder names (a checkpoint cadence only where the row averages
+checkpoints), is aiayn.runspec's. Settings marked `observed` in the schema (logging, compiling, ...) are never part
+of a variant.
 """
 from __future__ import annotations
 
-import hashlib
-import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 from omegaconf import DictConfig
@@ -23,8 +21,6 @@ from aiayn.config.schema import ROW_GROUPS, observed_keys
 IDENTITY_GROUPS = ("data", "scale", "trainer", "row", "logger")
 IDENTITY_PREFIXES = ("data.", "scale.", "trainer.", "logger.", "paths.", "aggregate.", "hydra.", "hydra/", "seed",
                      "variant")
-EVAL_ONLY = ("decode",)  # groups that change an evaluation, not the training run
-MAX_SLUG = 64  # characters of a folder name before it is shortened with a hash
 
 
 def _key(override: str) -> str:
@@ -56,27 +52,3 @@ def differences(cfg: DictConfig, reference: DictConfig) -> dict[str, Any]:
     if cfg.row.average_last != reference.row.average_last:
         out["row.average_last"] = cfg.row.average_last
     return out
-
-
-def _value(value: Any) -> str:
-    """A value as a Hydra override would spell it, integral floats without ".0" (lr_factor=2)."""
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
-
-
-def slug(variant: Mapping[str, Any], eval_too: bool = True) -> str:
-    """A readable folder name for a variant ("lr_factor=2,dropout=0.2"), "" for none; keys by their last part
-    unless two share it; names longer than MAX_SLUG characters keep a prefix and gain a short hash of the whole."""
-    keys = [k for k in variant
-            if eval_too or (k.removeprefix("row.").split(".")[0] not in EVAL_ONLY and k != "row.average_last")]
-    if not keys:
-        return ""
-    leaves = [k.rsplit(".", 1)[-1] for k in keys]
-    names = [leaf if leaves.count(leaf) == 1 else key for key, leaf in zip(keys, leaves)]
-    text = ",".join(f"{name}={_value(variant[key])}" for name, key in zip(names, keys))
-    text = re.sub(r"[^A-Za-z0-9._=,+-]", "_", text)
-    if len(text) <= MAX_SLUG:
-        return text
-    digest = hashlib.sha256(text.encode()).hexdigest()[:8]
-    return f"{text[:MAX_SLUG - 9].rstrip(',')}-{digest}"

@@ -7,6 +7,7 @@ the decoder input and EOS to the decoder output).
 """
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import os
@@ -81,7 +82,8 @@ def encode_split(tokenizer: Tokenizer, src_file, tgt_file, out_prefix, batch_lin
         header = dict(format=FORMAT_VERSION, dtype=np.dtype(dtype).name, n=int(len(src_len)),
                       src_tokens=int(src_len.sum()), tgt_tokens=int(tgt_len.sum()), vocab_size=tokenizer.vocab_size,
                       tokenizer_sha256=file_sha256(tokenizer_path) if tokenizer_path else tokenizer.sha256,
-                      src_file=src_file.name, tgt_file=tgt_file.name, src_ends_with_eos=True, tgt_has_bos_eos=False)
+                      src_file=src_file.name, tgt_file=tgt_file.name, src_ends_with_eos=True, tgt_has_bos_eos=False,
+                      sha256=_files_sha256([tmps[k] for k in DATA_FILES]))
         tmps["json"].write_text(json.dumps(header, indent=1) + "\n")
         for k in ("src.bin", "tgt.bin", "idx.npy", "json"):  # header last: it marks a complete split
             os.replace(tmps[k], paths[k])
@@ -96,6 +98,25 @@ def encode_split(tokenizer: Tokenizer, src_file, tgt_file, out_prefix, batch_lin
         for t in tmps.values():
             t.unlink(missing_ok=True)
     return header
+
+
+DATA_FILES = ("src.bin", "tgt.bin", "idx.npy")  # what a split's sha256 covers (the header describes them)
+
+
+def _files_sha256(paths) -> str:
+    digest = hashlib.sha256()
+    for path in paths:
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+def split_sha256(prefix) -> str:
+    """The sha256 of an encoded split's token and index files: from its header, where encode_split records it, or
+    hashed now for a header without one."""
+    header = json.loads(Path(f"{prefix}.json").read_text())
+    return header.get("sha256") or _files_sha256([Path(f"{prefix}.{k}") for k in DATA_FILES])
 
 
 def _offsets(lens: np.ndarray) -> np.ndarray:

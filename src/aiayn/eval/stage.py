@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from aiayn import tracking
+from aiayn import runspec, tracking
 from aiayn.data.batching import eval_batches
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.decode import translate
@@ -26,6 +26,7 @@ from aiayn.eval.perplexity import dev_perplexity
 from aiayn.io import atomic_write_json, atomic_write_text, read_json, read_lines
 from aiayn.model import ModelConfig, Transformer
 from aiayn.progress import Progress
+from aiayn.runspec import RunSpec
 
 log = logging.getLogger(__name__)
 
@@ -33,8 +34,8 @@ log = logging.getLogger(__name__)
 def select_last(ckpt_dir: Path, k: int) -> list[Path]:
     """The run's last max(k, 1) checkpoints by step (aiayn.eval.averaging.select_last); an unreadable last.ckpt,
     whose step it reads, is an error naming the file."""
-    if (ckpt_dir / "last.ckpt").exists():
-        _open_checkpoint(ckpt_dir / "last.ckpt")
+    if (ckpt_dir / runspec.LAST_CHECKPOINT).exists():
+        _open_checkpoint(ckpt_dir / runspec.LAST_CHECKPOINT)
     return averaging.select_last(ckpt_dir, k)
 
 
@@ -87,48 +88,48 @@ def protocol(cfg: DictConfig, section: str) -> int:
 
 
 def evaluate(cfg: DictConfig) -> dict[str, Any]:
-    """Score run `runs/{row}/seed{seed}` into `evals/{row}/seed{seed}/`: eval.json (a `dev` section, and a `test`
-    section for a row in Table 2: `table2` in `row.tables`) and each decoded split's hypotheses (hyps.valid.txt,
-    hyps.test.txt). A section whose checkpoints are the same as the one before reuses its model."""
+    """Score a run (aiayn.runspec: runs/{row}/{variant}/seed{seed}) into its evaluation folder: eval.json (a `dev`
+    section, and a `test` section for a row in Table 2: `table2` in `row.tables`) and each decoded split's
+    hypotheses. A section whose checkpoints are the same as the one before reuses its model."""
     tracking.refuse_secrets(cfg)
-    run_dir, eval_dir, bpe_dir = Path(cfg.paths.run_dir), Path(cfg.paths.eval_dir), Path(cfg.paths.bpe)
-    eval_dir.mkdir(parents=True, exist_ok=True)
+    spec, bpe_dir = RunSpec.of(cfg), Path(cfg.paths.bpe)
+    spec.eval_dir.mkdir(parents=True, exist_ok=True)
     device = torch.device("cuda" if cfg.trainer.accelerator == "gpu" and torch.cuda.is_available() else "cpu")
     tokenizer = Tokenizer(bpe_dir / "spm.model")
     sections = SECTIONS if "table2" in cfg.row.tables else SECTIONS[:1]
     wandb_run = tracking.start_run(cfg, job_type="eval")
     tracking.use_inputs(wandb_run, [tracking.checkpoint_artifact(cfg)])
     try:
-        result: dict[str, Any] = {"variant": OmegaConf.to_container(cfg.variant), "run": str(run_dir),
+        result: dict[str, Any] = {"variant": OmegaConf.to_container(cfg.variant), "run": str(spec.run_dir),
                                   "beam_size": cfg.decode.beam_size if cfg.decode.strategy == "beam" else 1,
                                   "length_penalty": cfg.decode.length_penalty, "strategy": cfg.decode.strategy,
                                   "precision": decode_precision(cfg)}
         model, paths = None, None
         for section, split in sections:
-            wanted = select_last(run_dir / "checkpoints", protocol(cfg, section))
+            wanted = select_last(spec.checkpoints, protocol(cfg, section))
             if wanted != paths:  # the same checkpoints are one model, loaded once
                 model = None  # one model in memory at a time
                 model, paths = load_weights(wanted, device), wanted
-            result[section] = _evaluate_split(cfg, model, tokenizer, split, device, paths, wandb_run)
+            result[section] = _evaluate_split(cfg, spec, model, tokenizer, split, device, paths, wandb_run)
             if section == "dev":
                 batches = eval_batches(bpe_dir, "valid", tokenizer, cfg.train.max_tokens)
                 with autocast(result["precision"], device):
                     result[section]["ppl"] = dev_perplexity(model, _to(batches, device), tokenizer.pad_id)
-        atomic_write_json(eval_dir / "eval.json", result)
+        atomic_write_json(spec.eval_dir / runspec.EVAL, result)
         tracking.safe_log(wandb_run, {f"{section}/{k}": v for section, _ in sections
                                       for k, v in result[section].items() if isinstance(v, (int, float))})
-        tracking.log_output(wandb_run, tracking.eval_artifact(cfg))
+        tracking.log_output(wandb_run, tracking.eval_artifact(spec))
     finally:
         tracking.finish(wandb_run)
     return result
 
 
-def _evaluate_split(cfg: DictConfig, model: Transformer, tokenizer: Tokenizer, split: str, device: torch.device,
-                    paths: list[Path], wandb_run) -> dict[str, Any]:
+def _evaluate_split(cfg: DictConfig, spec: RunSpec, model: Transformer, tokenizer: Tokenizer, split: str,
+                    device: torch.device, paths: list[Path], wandb_run) -> dict[str, Any]:
     """Decode and score one split with the given weights; write its hypotheses; its section of eval.json."""
     with autocast(decode_precision(cfg), device):
         hyps, refs, speed, sources = decode_split(cfg, model, tokenizer, split, device)
-    atomic_write_text(Path(cfg.paths.eval_dir) / f"hyps.{split}.txt", "".join(h + "\n" for h in hyps))
+    atomic_write_text(spec.eval_dir / runspec.hyps_file(split), "".join(h + "\n" for h in hyps))
     # The bootstrap interval is Table 2's (a test set, one system); Table 3 compares rows over seeds.
     scores = score_translations(hyps, refs, tgt_lang=cfg.data.tgt_lang,
                                 bootstrap=cfg.decode.bootstrap if split == "test" else 0, seed=cfg.seed)

@@ -2,8 +2,8 @@
 development set").
 
 Each sweep job decodes the dev split only, never test (choosing on test would report a tuned, optimistic test
-score), and writes `{paths.tuning_dir}/beam{b}-lp{a}.json` (decode_tuning/{row}/seed{seed}/, outside the
-DVC outputs, so tuning never makes a stage look changed). Every job then re-chooses from all the files in
+score), and writes `beam{b}-lp{a}.json` into the run's tuning folder (aiayn.runspec: decode_tuning/{row}/seed{seed}/,
+outside the DVC outputs, so tuning never makes a stage look changed). Every job then re-chooses from all the files in
 that folder, so `chosen.json`, `table.md` and `decode/tuned.yaml` are complete after the last job of a sweep,
 whatever Hydra launcher ran it.
 """
@@ -22,6 +22,7 @@ from aiayn.data.tokenizer import Tokenizer
 from aiayn.eval.evaluate import score_translations
 from aiayn.eval.stage import decode_split, load_model
 from aiayn.io import atomic_write_json, atomic_write_text, read_json
+from aiayn.runspec import RunSpec
 
 log = logging.getLogger(__name__)
 
@@ -44,12 +45,12 @@ def tune_setting(cfg: DictConfig) -> dict[str, Any]:
     """Decode the dev split with cfg.decode's beam size and alpha, write its scores, then re-choose the best."""
     if cfg.decode.strategy != "beam":
         raise ConfigError(f"decode.strategy={cfg.decode.strategy!r}: tuning sweeps beam search; use decode=paper")
-    run_dir = Path(cfg.paths.run_dir)
-    out_dir = Path(cfg.paths.tuning_dir)
+    spec = RunSpec.of(cfg)
+    out_dir = spec.tuning_dir
     device = torch.device("cuda" if cfg.trainer.accelerator == "gpu" and torch.cuda.is_available() else "cpu")
     # Loading is not cached across sweep jobs: averaging even 20 checkpoints costs seconds, decoding the dev set
     # with a beam costs minutes, and a cache would be global state.
-    model, paths = load_model(run_dir / "checkpoints", cfg.row.average_last, device)
+    model, paths = load_model(spec.checkpoints, cfg.row.average_last, device)
     tokenizer = Tokenizer(Path(cfg.paths.bpe) / "spm.model")
     hyps, refs, speed, _ = decode_split(cfg, model, tokenizer, "valid", device)
     scores = score_translations(hyps, refs, tgt_lang=cfg.data.tgt_lang, bootstrap=0)

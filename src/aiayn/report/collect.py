@@ -1,5 +1,5 @@
-"""Read run folders: runs/{row}/seed{seed}/ (config.yaml, train.json, curve.csv) written by the train stage, and
-evals/{row}/seed{seed}/ (eval.json, hyps.*.txt) written by the evaluate stage."""
+"""Read run folders, where aiayn.runspec puts them: the train stage's (config.yaml, train.json, curve.csv) and the
+evaluate stage's (eval.json, the hypotheses)."""
 from __future__ import annotations
 
 import json
@@ -12,6 +12,9 @@ from typing import Any
 import yaml
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
+
+from aiayn import runspec
+from aiayn.runspec import RunSpec
 
 # eval.json's sections and the numbers the tables read in each; each must be a number (or absent / null) for the
 # run to count. dev: the last checkpoint (Table 3's protocol); test: the averaged weights (Table 2's), for the
@@ -44,8 +47,8 @@ class RunRecord:
         return None if value is None else float(value)
 
     def hyps_file(self, split: str) -> Path | None:
-        """hyps.{split}.txt when this run wrote it."""
-        path = (self.eval_path or self.path) / f"hyps.{split}.txt"
+        """The hypotheses of `split` when this run wrote them."""
+        path = (self.eval_path or self.path) / runspec.hyps_file(split)
         return path if self.ok and path.is_file() else None
 
 
@@ -96,42 +99,29 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
-@dataclass(frozen=True)
-class Variant:
-    """Where a variant of every row runs: runs/{row}/{train}seed{seed} and evals/{row}/{eval}seed{seed}, each
-    "" or a folder name with its "/" (aiayn.config.variant); the row itself by default."""
-
-    train: str = ""
-    eval: str = ""
-
-
-def read_run(runs_dir: Path, row: str, seed: int, evals_dir: Path | None = None,
-             variant: Variant = Variant()) -> RunRecord:
-    """Read one run (its eval.json from `evals_dir`, default `runs_dir`); problems become a failed record with
-    the file and key named, never an exception.
+def read_run(spec: RunSpec) -> RunRecord:
+    """Read one run (its eval.json from the evaluate stage's folder); problems become a failed record with the file
+    and key named, never an exception.
 
     Reasons name files from the folders' own names down ("evals/A1/seed2/eval.json"), so the tables written
     from them do not depend on where the checkout lives.
     """
-    runs_dir = Path(runs_dir)
-    evals_dir = Path(evals_dir) if evals_dir is not None else runs_dir
-    train_rel, eval_rel = f"{row}/{variant.train}seed{seed}", f"{row}/{variant.eval}seed{seed}"
-    path, eval_path = runs_dir / train_rel, evals_dir / eval_rel
-    shown, eval_shown = f"{runs_dir.name}/{train_rel}", f"{evals_dir.name}/{eval_rel}"
-    failed = dict(row=row, seed=seed, path=path, eval_path=eval_path, ok=False)
+    path, eval_path = spec.run_dir, spec.eval_dir
+    failed = dict(row=spec.row, seed=spec.seed, path=path, eval_path=eval_path, ok=False)
     if not path.is_dir():
-        return RunRecord(**failed, reason=f"{shown} is missing (not trained)")
+        return RunRecord(**failed, reason=f"{spec.shown(path)} is missing (not trained)")
+    eval_file = eval_path / runspec.EVAL
     try:
         # Written first by the train stage: a run that failed later still says what it was.
-        config = _read_yaml(path / "config.yaml") if (path / "config.yaml").is_file() else {}
-        if not (eval_path / "eval.json").is_file():
-            return RunRecord(**failed, config=config, reason=f"{eval_shown}/eval.json is absent (not evaluated)")
-        record = RunRecord(row, seed, path, ok=True, eval_path=eval_path, config=config,
-                           eval=read_eval(eval_path / "eval.json"))
-        if (path / "train.json").is_file():
-            record.train = _read_json(path / "train.json", TRAIN_NUMBERS)
+        config = _read_yaml(path / runspec.CONFIG) if (path / runspec.CONFIG).is_file() else {}
+        if not eval_file.is_file():
+            return RunRecord(**failed, config=config, reason=f"{spec.shown(eval_file)} is absent (not evaluated)")
+        record = RunRecord(spec.row, spec.seed, path, ok=True, eval_path=eval_path, config=config,
+                           eval=read_eval(eval_file))
+        if (path / runspec.TRAIN_SUMMARY).is_file():
+            record.train = _read_json(path / runspec.TRAIN_SUMMARY, TRAIN_NUMBERS)
     except ValueError as err:
-        reason = str(err).replace(str(eval_path), eval_shown).replace(str(path), shown)
+        reason = str(err).replace(str(eval_path), spec.shown(eval_path)).replace(str(path), spec.shown(path))
         return RunRecord(**failed, reason=reason)
     return record
 
@@ -157,14 +147,17 @@ def seeds_by_row(rows: Iterable[str], seeds: Seeds) -> dict[str, list[int]]:
 
 
 def collect_runs(runs_dir: Path, rows: Iterable[str], seeds: Seeds, evals_dir: Path | None = None,
-                 variant: Variant = Variant()) -> list[RunRecord]:
-    """Every (row, seed) of one variant in the given order, including missing and failed runs with their reasons."""
-    return [read_run(Path(runs_dir), row, seed, evals_dir, variant)
+                 variant: Mapping[str, Any] | None = None, average_last: Mapping[str, int] | None = None
+                 ) -> list[RunRecord]:
+    """Every (row, seed) of one variant in the given order, including missing and failed runs with their reasons.
+    eval.json files are read from `evals_dir` (default: `runs_dir`); `average_last` is each row's own (from its row
+    file), which decides whether a checkpoint cadence in the variant names its folders (aiayn.runspec)."""
+    return [read_run(RunSpec.for_row(row, seed, variant, (average_last or {}).get(row, 0), runs_dir, evals_dir))
             for row, row_seeds in seeds_by_row(rows, seeds).items() for seed in row_seeds]
 
 
 def find_variants(evals_dir: Path, row: str) -> list[str]:
     """The eval-variant folders of a row that hold evaluated seeds ("" for the row itself first, then by name)."""
     found = {p.parent.parent.relative_to(Path(evals_dir) / row).as_posix()
-             for p in (Path(evals_dir) / row).glob("**/seed*/eval.json")}
+             for p in (Path(evals_dir) / row).glob(f"**/seed*/{runspec.EVAL}")}
     return sorted(("" if v == "." else f"{v}/" for v in found), key=lambda v: (v != "", v))

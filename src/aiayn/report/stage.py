@@ -8,14 +8,14 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from aiayn import tracking
+from aiayn import runspec, tracking
 from aiayn.config.params import read_params_list, seeds_per_row
 from aiayn.io import atomic_write_json
 from aiayn.report import aggregate as build_tables
-from aiayn.report.collect import Variant
 from aiayn.report.significance import Design
 from aiayn.report.table2 import table2_metrics
 from aiayn.report.table3 import table3_metrics
+from aiayn.runspec import RunSpec
 
 log = logging.getLogger(__name__)
 
@@ -42,32 +42,38 @@ def design_of(cfg: DictConfig, seeds: dict[str, list[int]], pilot: list[int]) ->
                   pilot_seeds=tuple(pilot), extended=any(set(s) - set(pilot) for s in seeds.values()))
 
 
+def averaged_checkpoints(rows: list[str]) -> dict[str, int]:
+    """Each row's own average_last, from its row file: whether a checkpoint cadence in the tables' variant is part
+    of the row's run (aiayn.runspec). A row without a file averages nothing."""
+    from aiayn.config import CONF_DIR
+    from aiayn.config.rowfile import read_row
+
+    return {row: int(read_row(path).average_last) if (path := CONF_DIR / "row" / f"{row}.yaml").is_file() else 0
+            for row in rows}
+
+
 def aggregate(cfg: DictConfig) -> dict[str, Any]:
     rows, seeds, pilot = rows_and_seeds(cfg)
     design = design_of(cfg, seeds, pilot)
-    raw = Path(cfg.paths.raw)
+    raw, averages = Path(cfg.paths.raw), averaged_checkpoints(rows)
     summary = build_tables(
         runs_dir=Path(cfg.paths.runs), evals_dir=Path(cfg.paths.evals), rows=rows, seeds=seeds,
         refs={"valid": raw / "valid.tgt", "test": raw / "test.tgt"}, out_dir=Path(cfg.paths.results),
         sustained_flops_per_device=cfg.aggregate.sustained_flops_per_device,
-        variant=Variant(train=cfg.paths.train_variant, eval=cfg.paths.eval_variant), design=design,
+        variant=dict(cfg.variant), average_last=averages, design=design,
     )
     # `dvc metrics show` / `dvc exp show` read JSON: the headline numbers of Tables 3 and 2 (full tables: CSV).
     atomic_write_json(Path(cfg.paths.results) / "metrics.json",
                       {"table3": table3_metrics(summary["table3"]), "table2": table2_metrics(summary["table2"])})
-    _log(cfg, summary, Path(cfg.paths.results), inputs(cfg, rows, seeds))
+    _log(cfg, summary, Path(cfg.paths.results), inputs(cfg, seeds, averages))
     return summary
 
 
-def inputs(cfg: DictConfig, rows: list[str], seeds: dict[str, list[int]]) -> list[tracking.ArtifactSpec]:
+def inputs(cfg: DictConfig, seeds: dict[str, list[int]], average_last: dict[str, int]) -> list[tracking.ArtifactSpec]:
     """The evaluation artifacts the tables were made from: every run of the table's variant that was evaluated."""
-    out = []
-    for row in rows:
-        for seed in seeds[row]:
-            eval_dir = Path(cfg.paths.evals) / row / f"{cfg.paths.eval_variant}seed{seed}"
-            if (eval_dir / "eval.json").is_file():
-                out.append(tracking.eval_artifact_of(row, cfg.paths.eval_variant, seed, eval_dir))
-    return out
+    specs = [RunSpec.for_row(row, seed, dict(cfg.variant), average_last.get(row, 0), cfg.paths.runs,
+                             cfg.paths.evals) for row, row_seeds in seeds.items() for seed in row_seeds]
+    return [tracking.eval_artifact(spec) for spec in specs if (spec.eval_dir / runspec.EVAL).is_file()]
 
 
 RESULT_FILES = ("table3.md", "table3.csv", "table3.tex", "table2.md", "table2.csv", "table2.tex", "sweep.md",

@@ -6,9 +6,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from aiayn import runspec
 from aiayn.io import atomic_write_text, read_lines
 from aiayn.curve import read_curve
-from aiayn.report.collect import RunRecord, Seeds, Variant, collect_runs, row_settings, seeds_by_row
+from aiayn.report.collect import RunRecord, Seeds, collect_runs, row_settings, seeds_by_row
 from aiayn.report.paper import paper_table3
 from aiayn.report.sweep import build_sweep, collect_points, write_sweep
 from aiayn.report.plots import plot_bleu_by_row, plot_learning_curves
@@ -70,19 +71,21 @@ def describe_seeds(seeds: Mapping[str, Sequence[int]]) -> str:
 def aggregate(
     runs_dir: Path, rows: Iterable[str], seeds: Seeds, refs: Mapping[str, Path], out_dir: Path,
     sustained_flops_per_device: float = P100_SUSTAINED_FLOPS, evals_dir: Path | None = None,
-    variant: Variant = Variant(), design: Design = Design(),
+    variant: Mapping[str, Any] | None = None, average_last: Mapping[str, int] | None = None,
+    design: Design = Design(),
 ) -> dict[str, Any]:
     """Write table3.{md,csv,tex}, table2.{md,csv,tex}, sweep.{md,csv}, bleu_by_row.png and learning_curves.png.
 
     `seeds` is one list for every row or each row's own (a row is compared with base on the seeds both have).
     refs maps a split ("valid", "test") to its reference file. Missing or failed runs are reported, never fatal.
-    eval.json files are read from `evals_dir` (default: `runs_dir`). Tables 2 and 3 are of one `variant` (the
-    rows themselves by default); the sweep table has every evaluated variant of the rows. `design` is how Table 3
-    decides its verdicts.
+    Evaluations are read from `evals_dir` (default: `runs_dir`). Tables 2 and 3 are of one `variant` (the rows
+    themselves by default; `average_last`, each row's own, decides which of its settings name a row's folders:
+    aiayn.runspec); the sweep table has every evaluated variant of the rows. `design` is how Table 3 decides its
+    verdicts.
     """
     rows, out_dir = list(rows), Path(out_dir)
     seeds = seeds_by_row(rows, seeds)
-    records = collect_runs(Path(runs_dir), rows, seeds, evals_dir, variant)
+    records = collect_runs(Path(runs_dir), rows, seeds, evals_dir, variant, average_last)
     ok = [r for r in records if r.ok]
     lengths = sentence_lengths(refs)
     context = dict(scale=_distinct(ok, "scale", "name"), data=_distinct(ok, "data", "name"),
@@ -91,7 +94,7 @@ def aggregate(
                    lengths=f"{lengths[0]:.1f}/{lengths[1]:.1f} words")
     table3 = build_table3(records, design)
     table2 = build_table2(records, lengths, sustained_flops_per_device)
-    curves = {f"{r.row}/seed{r.seed}": r.path / "curve.csv" for r in records if (r.path / "curve.csv").is_file()}
+    curves = {f"{r.row}/seed{r.seed}": r.path / runspec.CURVE for r in records if (r.path / runspec.CURVE).is_file()}
     sweep, swept = build_sweep(collect_points(Path(evals_dir or runs_dir), rows))
     outputs = [*write_table3(table3, out_dir, context, design), *write_table2(table2, out_dir, context),
                *write_sweep(sweep, swept, out_dir),

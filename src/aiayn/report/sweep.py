@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from aiayn import runspec
 from aiayn.report.collect import find_variants, read_eval
 from aiayn.report.formats import (DASH, Column, atomic_write_text, bracket, ci_cells, csv_columns, csv_text,
                                   markdown_table, shown)
@@ -37,7 +38,7 @@ def collect_points(evals_dir: Path, rows: Iterable[str]) -> list[Point]:
     for row in rows:
         for folder in find_variants(evals_dir, row):
             point = Point(row, folder)
-            for path in sorted((Path(evals_dir) / row / folder).glob("seed*/eval.json")):
+            for path in sorted((Path(evals_dir) / row / folder).glob(f"seed*/{runspec.EVAL}")):
                 try:
                     ev, seed = read_eval(path), int(path.parent.name[4:])
                 except ValueError:
@@ -63,8 +64,9 @@ def build_sweep(points: Sequence[Point]) -> tuple[list[dict[str, Any]], list[str
         bleu, log_ppl, ref = mean_ci(p.bleu.values()), mean_ci(p.log_ppl.values()), reference[p.row]
         line: dict[str, Any] = dict(row=p.row, variant=p.folder.rstrip("/") or ROW_ITSELF, n_seeds=len(p.bleu),
                                     seeds=" ".join(map(str, sorted(p.bleu))), bleu_mean=bleu.mean,
-                                    bleu_ci95_low=bleu.low, bleu_ci95_high=bleu.high, ppl_gmean=exp_or_none(log_ppl.mean),
-                                    ppl_ci95_low=exp_or_none(log_ppl.low), ppl_ci95_high=exp_or_none(log_ppl.high),
+                                    bleu_ci95_low=bleu.low, bleu_ci95_high=bleu.high,
+                                    ppl_gmean=exp_or_none(log_ppl.mean), ppl_ci95_low=exp_or_none(log_ppl.low),
+                                    ppl_ci95_high=exp_or_none(log_ppl.high),
                                     reference=ref.folder.rstrip("/") or ROW_ITSELF)
         line.update({f"set.{k}": p.variant.get(k) for k in keys})
         if p is not ref:

@@ -1,8 +1,8 @@
-"""The train stage: one run of one row and seed, written to its stable folder `runs/{row}/seed{seed}/`: the
-Lightning Trainer with its callbacks, the run, and its summary. The folder's lifecycle (lock, resume, checkpoints
-moved aside) is aiayn.train.run_dir's.
+"""The train stage: one run of one row and seed, written to its folder (aiayn.runspec: runs/{row}/{variant}/seed{seed}):
+the Lightning Trainer with its callbacks, the run, and its summary. The folder's lifecycle (lock, resume,
+checkpoints moved aside) is aiayn.train.run_dir's.
 
-Writes config.yaml (first, so a crashed run still says what it was), checkpoints/ (resumed when the config
+Writes config.yaml (first, so a crashed run still says what it was), checkpoints/ (resumed when the fingerprint
 matches), curve.csv and, at the end, train.json.
 """
 from __future__ import annotations
@@ -18,16 +18,17 @@ import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
 from omegaconf import DictConfig, OmegaConf
 
-from aiayn import tracking
+from aiayn import runspec, tracking
 from aiayn.data.datamodule import TranslationDataModule
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.io import atomic_write_json, atomic_write_text, read_json
 from aiayn.progress import on_terminal
+from aiayn.runspec import RunSpec
 from aiayn.train.callbacks import (AtomicCheckpointIO, CurveWriter, RngState, RunIdentity, RunProgress,
                                    ValidatedCheckpoint)
 from aiayn.train.mfu import MFUMonitor
 from aiayn.train.module import TranslationModule
-from aiayn.train.run_dir import fingerprint, lock_run_dir, resume_checkpoint, stored_step
+from aiayn.train.run_dir import lock_run_dir, resume_checkpoint, stored_step
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +53,7 @@ def checkpoint_callbacks(cfg: DictConfig, ckpt_dir: Path) -> list[ModelCheckpoin
         # Snapshots older than the last keep_last would be deleted as soon as written: with a step cadence, skip them.
         first_step = t.max_steps - (t.keep_last - 1) * every if every else 0
         callbacks.append(ValidatedCheckpoint(
-            t.val_every_steps, dirpath=ckpt_dir, filename="step-{step:08d}", auto_insert_metric_name=False,
+            t.val_every_steps, dirpath=ckpt_dir, filename=runspec.SNAPSHOT, auto_insert_metric_name=False,
             monitor="step", mode="max", save_top_k=t.keep_last, save_weights_only=True, first_step=first_step,
             **snapshot_cadence,
         ))
@@ -91,19 +92,19 @@ def batching(cfg: DictConfig) -> Batching:
 def train(cfg: DictConfig) -> dict[str, Any]:
     """Train `cfg.row` with `cfg.seed`; return (and write) the train.json summary."""
     tracking.refuse_secrets(cfg)
-    run_dir = Path(cfg.paths.run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    lock = lock_run_dir(run_dir)
+    spec = RunSpec.of(cfg)
+    spec.run_dir.mkdir(parents=True, exist_ok=True)
+    lock = lock_run_dir(spec.run_dir)
     try:
-        return _train(cfg, run_dir)
+        return _train(cfg, spec)
     finally:
         if lock is not None:
             lock.close()
 
 
-def _train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
-    bpe_dir, ckpt_dir = Path(cfg.paths.bpe), run_dir / "checkpoints"
-    atomic_write_text(run_dir / "config.yaml", OmegaConf.to_yaml(tracking.scrub(OmegaConf.to_container(cfg))))
+def _train(cfg: DictConfig, spec: RunSpec) -> dict[str, Any]:
+    run_dir, bpe_dir, ckpt_dir = spec.run_dir, Path(cfg.paths.bpe), spec.checkpoints
+    atomic_write_text(run_dir / runspec.CONFIG, OmegaConf.to_yaml(tracking.scrub(OmegaConf.to_container(cfg))))
     L.seed_everything(cfg.seed, workers=True)
     tokenizer = Tokenizer(bpe_dir / "spm.model")
     batches = batching(cfg)
@@ -114,17 +115,18 @@ def _train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
                                vocab_size=tokenizer.vocab_size, pad_id=tokenizer.pad_id)
     if cfg.train.compile:
         module.compile_step()  # model and loss together; checkpoint keys stay `model.*`
-    ident = fingerprint(cfg, bpe_dir / "spm.model")
+    ident = runspec.fingerprint(cfg, bpe_dir)
     ckpt_path = resume_checkpoint(ckpt_dir, ident, cfg.train.resume)
-    if ckpt_path is not None and (run_dir / "train.json").is_file() and stored_step(ckpt_path) >= cfg.train.max_steps:
+    summary_file = run_dir / runspec.TRAIN_SUMMARY
+    if ckpt_path is not None and summary_file.is_file() and stored_step(ckpt_path) >= cfg.train.max_steps:
         log.info("%s: already trained to step %d; skipping (train.resume=false retrains)", run_dir,
                  cfg.train.max_steps)
-        return read_json(run_dir / "train.json")
+        return read_json(summary_file)
     progress = RunProgress(cfg.train.log_every_steps)
-    curve = CurveWriter(run_dir / "curve.csv", cfg.train.log_every_steps)
+    curve = CurveWriter(run_dir / runspec.CURVE, cfg.train.log_every_steps)
     accumulate = batches.accumulate
     # The same wandb run for the same fingerprint: a killed or requeued run continues its history.
-    wandb_run = tracking.start_run(cfg, job_type="train", run_id=tracking.stable_run_id(ident))
+    wandb_run = tracking.start_run(cfg, job_type="train", run_id=runspec.wandb_id(ident))
     loggers = [tracking.lightning_logger(wandb_run)] if wandb_run is not None else False
     trainer = L.Trainer(
         accelerator=cfg.trainer.accelerator, devices=cfg.trainer.devices, num_nodes=cfg.trainer.num_nodes,
@@ -145,7 +147,7 @@ def _train(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
         trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
         summary = _summary(cfg, trainer, module, datamodule, progress, tokenizer, batches)
         if trainer.is_global_zero:
-            atomic_write_json(run_dir / "train.json", summary)
+            atomic_write_json(summary_file, summary)
             tracking.safe_log(wandb_run, {f"final/{k}": v for k, v in summary.items() if isinstance(v, float)})
             tracking.log_output(wandb_run, tracking.checkpoint_artifact(cfg))
     finally:

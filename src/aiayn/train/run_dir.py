@@ -1,10 +1,9 @@
-"""The lifecycle of a run folder `runs/{row}/seed{seed}/`: who may use it (a lock), which checkpoint it resumes from
-(the one whose fingerprint, the config, data, tokenizer and code that shape its numbers, matches this run's), and
-what is moved aside (checkpoints of another config, never loaded, never deleted)."""
+"""The lifecycle of a run folder (aiayn.runspec names it): who may use it (a lock), which checkpoint it resumes from
+(the one whose fingerprint, aiayn.runspec.fingerprint, matches this run's), and what is moved aside (checkpoints of
+another config, never loaded, never deleted)."""
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import logging
 import os
 import shutil
@@ -13,47 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import DictConfig, OmegaConf
 
 from aiayn import tracking
-from aiayn.config.schema import TrainConfig, observed_keys
+from aiayn.runspec import CHECKPOINTS, LAST_CHECKPOINT, LOCK, STALE
 
 log = logging.getLogger(__name__)
-
-
-# Train settings a resume may differ in: how a run is observed (schema `observed`), and its length (a longer run
-# continues a shorter one).
-RESUMABLE_ACROSS = {*observed_keys(TrainConfig), "max_steps"}
-
-
-# The code a training run's numbers depend on (the train stage's code deps in dvc.yaml).
-TRAINING_CODE = ("model", "train", "data/batching.py", "data/datamodule.py")
-
-
-def code_sha256() -> str:
-    """One hash of the training code, so that `dvc repro` after a code change retrains instead of resuming the
-    finished checkpoint of the old code (DVC keeps the checkpoints folder: `persist: true`)."""
-    package = Path(__file__).resolve().parents[1]
-    digest = hashlib.sha256()
-    for entry in TRAINING_CODE:
-        path = package / entry
-        for file in sorted(path.rglob("*.py")) if path.is_dir() else [path]:
-            digest.update(file.relative_to(package).as_posix().encode() + b"\0" + file.read_bytes())
-    return digest.hexdigest()
-
-
-def fingerprint(cfg: DictConfig, tokenizer_path: Path) -> dict[str, Any]:
-    """What a checkpoint must share with this run to be resumed by it: config, data, tokenizer and code."""
-    train = {k: v for k, v in OmegaConf.to_container(cfg.train).items() if k not in RESUMABLE_ACROSS}
-    return {
-        "code_sha256": code_sha256(),
-        "row": cfg.row.name,
-        "seed": int(cfg.seed),
-        "model": OmegaConf.to_container(cfg.model),
-        "train": train,
-        "data": cfg.data.name,
-        "tokenizer_sha256": hashlib.sha256(tokenizer_path.read_bytes()).hexdigest(),
-    }
 
 
 def _diff(old: Any, new: Any, prefix: str = "") -> list[str]:
@@ -67,7 +30,7 @@ def resume_checkpoint(ckpt_dir: Path, current: dict[str, Any], resume: bool) -> 
     Lightning wrote beside it when SLURM pre-empted the job. Checkpoints of another config are moved aside, never
     loaded."""
     run_dir = ckpt_dir.parent
-    candidates = [p for p in (ckpt_dir / "last.ckpt", *sorted(run_dir.glob("hpc_ckpt_*.ckpt"))) if p.exists()]
+    candidates = [p for p in (ckpt_dir / LAST_CHECKPOINT, *sorted(run_dir.glob("hpc_ckpt_*.ckpt"))) if p.exists()]
     if not candidates:
         return None
     if resume:
@@ -76,7 +39,7 @@ def resume_checkpoint(ckpt_dir: Path, current: dict[str, Any], resume: bool) -> 
         differences = _diff(stored[newest][0], current)
         if not differences:
             return newest
-    aside = run_dir / f"stale-checkpoints-{time.strftime('%Y%m%d-%H%M%S')}"
+    aside = run_dir / f"{STALE}{time.strftime('%Y%m%d-%H%M%S')}"
     reason = "train.resume=false" if not resume else "config differs:\n  " + "\n  ".join(differences)
     log.warning("not resuming from %s (%s); moved to %s", candidates[0], reason, aside)
     if ckpt_dir.exists():
@@ -104,19 +67,19 @@ def lock_run_dir(run_dir: Path):
     """
     if not tracking.is_rank_zero():
         return None
-    handle = open(run_dir / ".lock", "a+", encoding="utf-8")
+    handle = open(run_dir / LOCK, "a+", encoding="utf-8")
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         handle.seek(0)
         owner = handle.read().strip() or "unknown"
         handle.close()
-        raise RuntimeError(f"{run_dir} is in use by another run (pid {owner}, lock {run_dir / '.lock'}); wait for "
+        raise RuntimeError(f"{run_dir} is in use by another run (pid {owner}, lock {run_dir / LOCK}); wait for "
                            f"it to finish, or give this run another seed or paths.runs") from None
     handle.truncate(0)
     handle.write(f"{os.getpid()}\n")
     handle.flush()
-    for leftover in [*run_dir.glob(".*.tmp"), *(run_dir / "checkpoints").glob(".*.tmp")]:
+    for leftover in [*run_dir.glob(".*.tmp"), *(run_dir / CHECKPOINTS).glob(".*.tmp")]:
         leftover.unlink()  # an atomic write cut short by a kill: never renamed, never read
         log.info("removed %s, left by an interrupted write", leftover)
     return handle

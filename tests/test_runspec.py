@@ -1,0 +1,94 @@
+"""aiayn.runspec: one place decides which run a folder holds. Folder names from the variant (a checkpoint cadence
+only where the row averages), the code a training run executes found from its imports (comments and docstrings
+aside), the encoded data's digest, the wandb id; and a file name changed there moves every writer and reader."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from aiayn import runspec
+from aiayn.runspec import TRAIN_ENTRY, RunSpec, code_digest, imported_modules, wandb_id
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+
+def test_folders_name_the_variant_and_a_cadence_only_where_the_row_averages():
+    variant = {"train.lr_factor": 2.0, "train.snapshot_every_steps": 3, "decode.beam_size": 8}
+    base = RunSpec.for_row("base", 1, variant, average_last=5)
+    c1 = RunSpec.for_row("C1", 1, variant, average_last=0)
+    assert base.run_dir == Path("runs/base/lr_factor=2,snapshot_every_steps=3/seed1")
+    assert base.eval_dir == Path("runs/base/lr_factor=2,snapshot_every_steps=3,beam_size=8/seed1")  # evals: runs
+    assert c1.run_dir == Path("runs/C1/lr_factor=2/seed1")  # C1 averages nothing: its cadence changes no number
+    assert RunSpec.for_row("C1", 2, {}, runs="r", evals="e").eval_dir == Path("e/C1/seed2")
+    assert RunSpec.for_row("base", 1, {"row.average_last": 0, "train.keep_last": 2}, 5).run_dir == Path(
+        "runs/base/seed1")  # the variant turns base's averaging off: keep_last no longer matters
+    assert base.name("train") == "base-lr_factor=2,snapshot_every_steps=3-s1" and c1.name("eval") == (
+        "C1-lr_factor=2,beam_size=8-s1")
+    assert base.shown(base.eval_dir / runspec.EVAL) == "runs/base/lr_factor=2,snapshot_every_steps=3,beam_size=8/" \
+                                                        "seed1/eval.json"
+
+
+def test_the_training_code_is_what_the_train_stage_imports():
+    """The modules the old hand-kept list missed (the encoded-data reader and the tokenizer) are found, and so is a
+    module imported inside a function (the chunked loss); those that change no number are left out."""
+    modules = imported_modules(TRAIN_ENTRY)
+    assert {"aiayn.data.binary", "aiayn.data.tokenizer", "aiayn.data.datamodule", "aiayn.model.transformer",
+            "aiayn.train.module", "aiayn.train.loss", "aiayn.train.chunked_loss"} <= set(modules)
+    assert not {"aiayn.tracking", "aiayn.progress", "aiayn.train.mfu", "aiayn.config.schema"} & set(modules)
+
+
+@pytest.fixture
+def package(tmp_path: Path) -> Path:
+    """A copy of the aiayn sources to edit."""
+    shutil.copytree(SRC / "aiayn", tmp_path / "aiayn", ignore=shutil.ignore_patterns("__pycache__"))
+    return tmp_path
+
+
+def edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new, 1))
+
+
+def test_the_code_digest_follows_what_code_does_not_how_it_is_written(package: Path):
+    before = code_digest(TRAIN_ENTRY, package)
+    assert before == code_digest(TRAIN_ENTRY, SRC)
+    binary = package / "aiayn" / "data" / "binary.py"
+    edit(binary, '"""Encoded splits on disk', '"""Encoded splits, on disk')  # a docstring
+    edit(binary, "def _offsets(", "# a comment\n\n\ndef _offsets(")  # a comment and blank lines
+    edit(package / "aiayn" / "tracking.py", "log = logging", "LOGGED = 1\nlog = logging")  # changes no number
+    assert code_digest(TRAIN_ENTRY, package) == before
+    edit(binary, "out = np.zeros_like(lens)", "out = np.zeros_like(lens)\n    out = out + 0")
+    assert code_digest(TRAIN_ENTRY, package) != before
+
+
+def test_the_encoded_data_has_a_digest_of_its_own(tmp_path: Path):
+    from aiayn.data.binary import encode_split, split_sha256
+    from aiayn.data.tokenizer import train_tokenizer
+
+    lines = [f"the {w} sat on a mat number {i}" for i, w in enumerate(["cat", "dog", "bird", "fish"] * 30)]
+    for side in ("src", "tgt"):
+        (tmp_path / f"train.{side}").write_text("\n".join(lines) + "\n")
+    model = train_tokenizer([tmp_path / "train.src", tmp_path / "train.tgt"], tmp_path / "spm", vocab_size=60)
+    from aiayn.data.tokenizer import Tokenizer
+
+    header = encode_split(Tokenizer(model), tmp_path / "train.src", tmp_path / "train.tgt", tmp_path / "train",
+                          tokenizer_path=model)
+    assert split_sha256(tmp_path / "train") == header["sha256"]
+    stored = json.loads((tmp_path / "train.json").read_text())
+    del stored["sha256"]  # a header from before the digest: hashed when read, to the same value
+    (tmp_path / "train.json").write_text(json.dumps(stored))
+    assert split_sha256(tmp_path / "train") == header["sha256"]
+    data = bytearray((tmp_path / "train.src.bin").read_bytes())
+    data[0] ^= 1  # one token changed
+    (tmp_path / "train.src.bin").write_bytes(bytes(data))
+    assert split_sha256(tmp_path / "train") != header["sha256"]
+
+
+def test_the_wandb_id_is_the_fingerprints():
+    ident = {"row": "base", "seed": 1, "model": {"d_model": 64}}
+    assert wandb_id(ident) == wandb_id(dict(reversed(list(ident.items())))) and len(wandb_id(ident)) == 24
+    assert wandb_id({**ident, "seed": 2}) != wandb_id(ident)
