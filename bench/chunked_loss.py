@@ -7,6 +7,7 @@ one micro-batch of 4096 target tokens: 4096 x 37000 float32 = 0.6 GB); `--device
 peak instead. Headline: peak memory of chunks / whole (lower is better; target <= 0.5), and the time ratio.
 Run: python bench/chunked_loss.py [--tokens 4096] [--chunk 1024] [--rounds 3] [--device cpu]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,8 +49,11 @@ def one(mode: str, tokens: int, chunk: int, vocab: int, d_model: int, steps: int
             torch.cuda.synchronize()
         times.append(time.perf_counter() - t0)
         hidden.grad = weight.grad = None
-    peak = (torch.cuda.max_memory_allocated() if device == "cuda"
-            else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024) - base
+    peak = (
+        torch.cuda.max_memory_allocated()
+        if device == "cuda"
+        else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    ) - base
     return dict(peak_bytes=peak, seconds=statistics.median(times[1:] or times), loss=float(loss.detach()))
 
 
@@ -65,22 +69,28 @@ def main() -> None:
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(one(args.child, args.tokens, args.chunk, args.vocab, args.d_model, args.steps,
-                             args.device)))
+        print(json.dumps(one(args.child, args.tokens, args.chunk, args.vocab, args.d_model, args.steps, args.device)))
         return
     runs: dict[str, list[dict]] = {"whole": [], "chunks": []}
     for r in range(args.rounds):
-        for mode in (("whole", "chunks") if r % 2 == 0 else ("chunks", "whole")):
-            out = subprocess.run([sys.executable, __file__, "--child", mode, *sys.argv[1:]], check=True,
-                                 capture_output=True, text=True).stdout
+        for mode in ("whole", "chunks") if r % 2 == 0 else ("chunks", "whole"):
+            out = subprocess.run(
+                [sys.executable, __file__, "--child", mode, *sys.argv[1:]], check=True, capture_output=True, text=True
+            ).stdout
             runs[mode].append(json.loads(out.strip().splitlines()[-1]))
-        print(f"round {r}: " + ", ".join(f"{m} {runs[m][-1]['peak_bytes'] / 2**20:.0f} MiB "
-                                         f"{runs[m][-1]['seconds'] * 1e3:.0f} ms" for m in runs))
+        print(
+            f"round {r}: "
+            + ", ".join(
+                f"{m} {runs[m][-1]['peak_bytes'] / 2**20:.0f} MiB {runs[m][-1]['seconds'] * 1e3:.0f} ms" for m in runs
+            )
+        )
     peak = {m: statistics.median(x["peak_bytes"] for x in v) for m, v in runs.items()}
     sec = {m: statistics.median(x["seconds"] for x in v) for m, v in runs.items()}
     assert abs(runs["whole"][0]["loss"] - runs["chunks"][0]["loss"]) <= 1e-4 * abs(runs["whole"][0]["loss"])
-    print(f"{args.tokens} target tokens x vocabulary {args.vocab}, d_model {args.d_model}, chunks of {args.chunk} "
-          f"on {args.device}: same loss {runs['whole'][0]['loss']:.4f}")
+    print(
+        f"{args.tokens} target tokens x vocabulary {args.vocab}, d_model {args.d_model}, chunks of {args.chunk} "
+        f"on {args.device}: same loss {runs['whole'][0]['loss']:.4f}"
+    )
     print(f"RESULT whole_peak_mib {peak['whole'] / 2**20:.0f}")
     print(f"RESULT chunks_peak_mib {peak['chunks'] / 2**20:.0f}")
     print(f"RESULT chunks_time_ratio {sec['chunks'] / sec['whole']:.3f}")

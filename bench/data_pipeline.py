@@ -8,6 +8,7 @@ lengths are WMT-like. Each figure is printed with a reference measured in the sa
 - train.length_bucket 0, 8, 16: distinct batch shapes per epoch and the padding they cost.
 Usage: python bench/data_pipeline.py [--pairs 1000000] [--vocab-size 8000] [--max-tokens 25000]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,7 +39,7 @@ def grow(sample: Path, out: Path, pairs: int, seed: int = 0) -> tuple[Path, Path
     with open(out / "big.en", "w", encoding="utf-8") as fs, open(out / "big.de", "w", encoding="utf-8") as ft:
         while written < pairs:
             rng.shuffle(base)
-            for src, tgt in base[:pairs - written]:
+            for src, tgt in base[: pairs - written]:
                 fs.write(src + "\n")
                 ft.write(tgt + "\n")
             written += min(len(base), pairs - written)
@@ -115,20 +116,28 @@ def main(argv: list[str] | None = None) -> int:
         work = Path(tmp)
         src, tgt = grow(sample, work, args.pairs)
         _, copy_s = timed(_copy_lines, src, tgt, work)
-        clean, clean_s = timed(clean_parallel, iter_parallel(src, tgt), work / "train.src", work / "train.tgt",
-                               CleanOptions(), train=True)
-        print(f"clean: {clean['kept']}/{clean['read']} kept in {clean_s:.1f}s "
-              f"({clean_s / copy_s:.2f}x a plain copy, {copy_s:.1f}s)")
-        model, train_s = timed(train_tokenizer, [sample / "train.en", sample / "train.de"], work / "spm",
-                               args.vocab_size)
+        clean, clean_s = timed(
+            clean_parallel, iter_parallel(src, tgt), work / "train.src", work / "train.tgt", CleanOptions(), train=True
+        )
+        print(
+            f"clean: {clean['kept']}/{clean['read']} kept in {clean_s:.1f}s "
+            f"({clean_s / copy_s:.2f}x a plain copy, {copy_s:.1f}s)"
+        )
+        model, train_s = timed(
+            train_tokenizer, [sample / "train.en", sample / "train.de"], work / "spm", args.vocab_size
+        )
         print(f"tokenizer: vocab {args.vocab_size} trained in {train_s:.1f}s on the 10k-pair sample")
         rate, peak_mb, bare_rate = bench_encode(model, work / "train.src", work / "train.tgt", work / "train")
-        print(f"encode_split: {rate:,.0f} pairs/s ({rate / bare_rate:.2f}x bare sentencepiece, "
-              f"{bare_rate:,.0f} pairs/s); peak RSS {peak_mb:.0f} MB")
+        print(
+            f"encode_split: {rate:,.0f} pairs/s ({rate / bare_rate:.2f}x bare sentencepiece, "
+            f"{bare_rate:,.0f} pairs/s); peak RSS {peak_mb:.0f} MB"
+        )
         padding, random_padding = bench_padding(work / "train", args.max_tokens)
         verdict = "PASS" if padding <= 0.05 else "FAIL"
-        print(f"padding: {padding:.4f} with token-count batches vs {random_padding:.4f} random "
-              f"({padding / random_padding:.3f}x); target <= 0.05: {verdict}")
+        print(
+            f"padding: {padding:.4f} with token-count batches vs {random_padding:.4f} random "
+            f"({padding / random_padding:.3f}x); target <= 0.05: {verdict}"
+        )
         buckets = bench_buckets(work / "train", args.max_tokens)
         for bucket, (n, shapes, pad) in buckets.items():
             print(f"train.length_bucket={bucket}: {n} batches, {shapes} distinct (B, S, T) shapes, padding {pad:.4f}")

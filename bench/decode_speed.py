@@ -4,6 +4,7 @@ Same random-weight model, same sentences, same run. Outputs are forced to a leng
 impossible before source length + `--extra`, certain at it), so both modes do the same amount of search.
 Prints sentences per second at batch sizes 1 and 64 and the cache speedup; ends with RESULT lines.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -13,8 +14,8 @@ import torch
 from torch import Tensor, nn
 
 from aiayn.decode import beam_search
-from aiayn.model import KVCache, ModelConfig, Transformer
 from aiayn.decode.translate import batch_by_length, pad_batch
+from aiayn.model import KVCache, ModelConfig, Transformer
 
 PAD, BOS, EOS = 0, 2, 3
 SHAPES = {
@@ -33,8 +34,9 @@ class FixedLength(nn.Module):
     def encode(self, src: Tensor, src_mask: Tensor) -> Tensor:
         return self.model.encode(src, src_mask)
 
-    def decode(self, tgt_in: Tensor, memory: Tensor, src_mask: Tensor, tgt_mask: Tensor | None,
-               cache: KVCache | None = None) -> Tensor:
+    def decode(
+        self, tgt_in: Tensor, memory: Tensor, src_mask: Tensor, tgt_mask: Tensor | None, cache: KVCache | None = None
+    ) -> Tensor:
         start = 0 if cache is None else cache.length  # read before decode appends the new positions
         logits = self.model.decode(tgt_in, memory, src_mask, tgt_mask, cache)  # (B, T, V)
         position = torch.arange(start, start + tgt_in.size(1), device=tgt_in.device)  # (T,)
@@ -53,15 +55,25 @@ def make_sources(n: int, vocab: int, mean_len: int, seed: int) -> list[list[int]
     return [torch.randint(4, vocab, (length,), generator=gen).tolist() + [EOS] for length in lengths]
 
 
-def timed_search(model: nn.Module, sources: list[list[int]], batch_size: int, incremental: bool,
-                 beam_size: int, device: str = "cpu") -> tuple[float, float]:
+def timed_search(
+    model: nn.Module, sources: list[list[int]], batch_size: int, incremental: bool, beam_size: int, device: str = "cpu"
+) -> tuple[float, float]:
     """(seconds, mean output length) to beam-search all sources in batches of batch_size."""
     start, lengths = time.perf_counter(), []
     with torch.inference_mode():
         for i in range(0, len(sources), batch_size):
-            src = pad_batch(sources[i:i + batch_size], PAD, device)
-            hyps = beam_search(model, src, beam_size=beam_size, alpha=0.6, max_len_b=50, bos_id=BOS, eos_id=EOS,
-                               pad_id=PAD, incremental=incremental)
+            src = pad_batch(sources[i : i + batch_size], PAD, device)
+            hyps = beam_search(
+                model,
+                src,
+                beam_size=beam_size,
+                alpha=0.6,
+                max_len_b=50,
+                bos_id=BOS,
+                eos_id=EOS,
+                pad_id=PAD,
+                incremental=incremental,
+            )
             lengths += [len(h[0].tokens) for h in hyps]  # reading the results waits for the device
     return time.perf_counter() - start, sum(lengths) / len(lengths)
 
@@ -86,8 +98,17 @@ def newstest(args: argparse.Namespace) -> None:
         with torch.inference_mode(), amp:
             for batch in subset:
                 src = pad_batch([sources[i] for i in batch], PAD, args.device)
-                hyps = beam_search(model, src, beam_size=args.beam_size, alpha=0.6, max_len_b=50, bos_id=BOS,
-                                   eos_id=EOS, pad_id=PAD, compact_every=compact_every)
+                hyps = beam_search(
+                    model,
+                    src,
+                    beam_size=args.beam_size,
+                    alpha=0.6,
+                    max_len_b=50,
+                    bos_id=BOS,
+                    eos_id=EOS,
+                    pad_id=PAD,
+                    compact_every=compact_every,
+                )
                 tokens += sum(len(h[0].tokens) for h in hyps)
         return time.perf_counter() - start, tokens
 
@@ -96,9 +117,11 @@ def newstest(args: argparse.Namespace) -> None:
     results = {}
     for compact in compacts:
         seconds, tokens = results[compact] = run(batches, compact)
-        print(f"newstest-size input: {len(sources)} sentences ({int(lengths.sum())} source tokens) in {len(batches)} "
-              f"batches of <= {args.batch_tokens} tokens, {args.shape} on {args.device}, compact_every {compact}: "
-              f"{seconds:.1f} s, {len(sources) / seconds:.1f} sentences/s, {tokens / seconds:.0f} output tokens/s")
+        print(
+            f"newstest-size input: {len(sources)} sentences ({int(lengths.sum())} source tokens) in {len(batches)} "
+            f"batches of <= {args.batch_tokens} tokens, {args.shape} on {args.device}, compact_every {compact}: "
+            f"{seconds:.1f} s, {len(sources) / seconds:.1f} sentences/s, {tokens / seconds:.0f} output tokens/s"
+        )
     if args.device.startswith("cuda"):
         for compact in compacts:
             per_step = syncs_per_step(model, [sources[i] for i in batches[len(batches) // 2]], args, amp, compact)
@@ -111,8 +134,9 @@ def newstest(args: argparse.Namespace) -> None:
     print(f"RESULT decode_newstest_s {seconds:.2f}")
 
 
-def syncs_per_step(model: nn.Module, batch: list[list[int]], args: argparse.Namespace, amp, compact_every: int
-                   ) -> float | None:
+def syncs_per_step(
+    model: nn.Module, batch: list[list[int]], args: argparse.Namespace, amp, compact_every: int
+) -> float | None:
     """Host-device synchronisations per decoding step of one batch, as CUDA's sync debug mode reports them."""
     from gpu_check import count_host_syncs  # bench/, beside this script
 
@@ -121,8 +145,17 @@ def syncs_per_step(model: nn.Module, batch: list[list[int]], args: argparse.Name
 
     def run() -> None:
         with torch.inference_mode(), amp:
-            beam_search(model, src, beam_size=args.beam_size, alpha=0.6, max_len_b=50, bos_id=BOS, eos_id=EOS,
-                        pad_id=PAD, compact_every=compact_every)
+            beam_search(
+                model,
+                src,
+                beam_size=args.beam_size,
+                alpha=0.6,
+                max_len_b=50,
+                bos_id=BOS,
+                eos_id=EOS,
+                pad_id=PAD,
+                compact_every=compact_every,
+            )
 
     return count_host_syncs(run, steps, f" (compact_every {compact_every})")
 
@@ -137,16 +170,26 @@ def main() -> None:
     parser.add_argument("--src-len", type=int, default=25, help="mean source length")
     parser.add_argument("--extra", type=int, default=5, help="output length = source length + extra")
     parser.add_argument("--device", default="cpu", help="the measurement is specified on cpu; cuda for reference")
-    parser.add_argument("--newstest", action="store_true",
-                        help="instead: seconds to decode a newstest2014-sized input (3003 sentences; use with "
-                             "--shape base --vocab 37000 --device cuda, as bench/gpu_check.sh does)")
+    parser.add_argument(
+        "--newstest",
+        action="store_true",
+        help="instead: seconds to decode a newstest2014-sized input (3003 sentences; use with "
+        "--shape base --vocab 37000 --device cuda, as bench/gpu_check.sh does)",
+    )
     parser.add_argument("--sentences", type=int, default=3003, help="with --newstest")
     parser.add_argument("--batch-tokens", type=int, default=4096, help="with --newstest: decode.batch_tokens")
-    parser.add_argument("--compact-every", default="8,1",
-                        help="with --newstest: decode.compact_every values to time, comma-separated; the first is "
-                             "the headline (8: the GPU default; 1: the search reading the device every step)")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="intra-op threads; 1 by default: on shared cores, thread barriers dominate small ops")
+    parser.add_argument(
+        "--compact-every",
+        default="8,1",
+        help="with --newstest: decode.compact_every values to time, comma-separated; the first is "
+        "the headline (8: the GPU default; 1: the search reading the device every step)",
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="intra-op threads; 1 by default: on shared cores, thread barriers dominate small ops",
+    )
     args = parser.parse_args()
 
     torch.set_num_threads(args.threads)
@@ -156,8 +199,10 @@ def main() -> None:
     net = Transformer(ModelConfig(dropout=0.0, **SHAPES[args.shape]), args.vocab, PAD).eval().to(args.device)
     model = FixedLength(net, args.extra)
     sources = make_sources(args.sentences_b64, args.vocab, args.src_len, seed=1)
-    print(f"shape={args.shape} vocab={args.vocab} beam={args.beam_size} device={args.device} "
-          f"threads={torch.get_num_threads()}")
+    print(
+        f"shape={args.shape} vocab={args.vocab} beam={args.beam_size} device={args.device} "
+        f"threads={torch.get_num_threads()}"
+    )
 
     timed_search(model, sources[:2], 2, True, args.beam_size, args.device)  # warm-up
     results = {}
@@ -166,8 +211,10 @@ def main() -> None:
             seconds, mean_len = timed_search(model, subset, batch_size, incremental, args.beam_size, args.device)
             results[batch_size, incremental] = seconds
             mode = "cached" if incremental else "full  "
-            print(f"batch {batch_size:2d} {mode}: {len(subset)} sentences in {seconds:6.2f} s = "
-                  f"{len(subset) / seconds:7.2f} sentences/s, mean output length {mean_len:.1f}")
+            print(
+                f"batch {batch_size:2d} {mode}: {len(subset)} sentences in {seconds:6.2f} s = "
+                f"{len(subset) / seconds:7.2f} sentences/s, mean output length {mean_len:.1f}"
+            )
     speedup_b1 = results[1, False] / results[1, True]
     speedup_b64 = results[64, False] / results[64, True]
     print(f"cache speedup: batch 1 {speedup_b1:.2f}x, batch 64 {speedup_b64:.2f}x (target >= 3x)")

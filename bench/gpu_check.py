@@ -4,10 +4,12 @@ Plain PyTorch with only torch and our own model/loss/schedule/FLOP counter (PYTH
 machine without Lightning or Hydra: bf16 autocast, fused scaled-dot-product attention (the model's
 F.scaled_dot_product_attention), fused Adam, optionally torch.compile (model and loss together, as train.compile
 does). Data: random tokens in batches of one sentence length each, lengths drawn log-normally around WMT14
-EN-DE's ~27 subwords per sentence (not real text: the speed depends only on shapes). Prints tokens/s, counted-FLOP MFU against the device's dense bf16 peak and
-against a measured bf16 matmul, peak memory, and projected hours for the paper's steps (base 100k, big 300k).
+EN-DE's ~27 subwords per sentence (not real text: the speed depends only on shapes). Prints tokens/s, counted-FLOP
+MFU against the device's dense bf16 peak and against a measured bf16 matmul, peak memory, and projected hours for
+the paper's steps (base 100k, big 300k).
 Run: PYTHONPATH=src python bench/gpu_check.py --shape base --steps 300 [--compile]; CPU dry run: --shape tiny --steps 2
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,12 +26,15 @@ from aiayn.train.mfu import peak_flops
 from aiayn.train.schedule import inverse_sqrt_lr
 
 SHAPES = {  # Table 3 base and big; tiny for a CPU dry run
-    "base": dict(n_layers=6, d_model=512, d_ff=2048, n_heads=8, d_k=64, d_v=64, dropout=0.1, vocab=37000,
-                 paper_steps=100_000),
-    "big": dict(n_layers=6, d_model=1024, d_ff=4096, n_heads=16, d_k=64, d_v=64, dropout=0.3, vocab=37000,
-                paper_steps=300_000),
-    "tiny": dict(n_layers=2, d_model=64, d_ff=256, n_heads=4, d_k=16, d_v=16, dropout=0.1, vocab=1000,
-                 paper_steps=100_000),
+    "base": dict(
+        n_layers=6, d_model=512, d_ff=2048, n_heads=8, d_k=64, d_v=64, dropout=0.1, vocab=37000, paper_steps=100_000
+    ),
+    "big": dict(
+        n_layers=6, d_model=1024, d_ff=4096, n_heads=16, d_k=64, d_v=64, dropout=0.3, vocab=37000, paper_steps=300_000
+    ),
+    "tiny": dict(
+        n_layers=2, d_model=64, d_ff=256, n_heads=4, d_k=16, d_v=16, dropout=0.1, vocab=1000, paper_steps=100_000
+    ),
 }
 PAD = 0
 
@@ -44,8 +49,15 @@ def make_batches(batch_tokens: int, vocab: int, device: torch.device, n: int = 8
         sentences = max(1, batch_tokens // length)
         src = torch.randint(4, vocab, (sentences, length), generator=g)  # (B, S)
         tgt = torch.randint(4, vocab, (sentences, length + 1), generator=g)  # (B, T + 1)
-        out.append(dict(src=src.to(device), tgt_in=tgt[:, :-1].to(device), tgt_out=tgt[:, 1:].to(device),
-                        tokens=sentences * length, length=length))
+        out.append(
+            dict(
+                src=src.to(device),
+                tgt_in=tgt[:, :-1].to(device),
+                tgt_out=tgt[:, 1:].to(device),
+                tokens=sentences * length,
+                length=length,
+            )
+        )
     return out
 
 
@@ -105,12 +117,17 @@ def profile_steps(step, steps: int, device: torch.device, path: str) -> None:
         for e in kernels:
             shares[kind_of(e.key)] = shares.get(kind_of(e.key), 0.0) + e.self_device_time_total
         shares["idle (GPU waiting)"] = max(0.0, wall_us - busy)
-        lines += [f"{kind:22s} {us / steps / 1e3:8.2f} ms a step  {us / wall_us:6.1%}" for kind, us in
-                  sorted(shares.items(), key=lambda kv: -kv[1])]
+        lines += [
+            f"{kind:22s} {us / steps / 1e3:8.2f} ms a step  {us / wall_us:6.1%}"
+            for kind, us in sorted(shares.items(), key=lambda kv: -kv[1])
+        ]
         top = sorted(kernels, key=lambda e: -e.self_device_time_total)[:25]
         lines += ["", "top kernels by GPU time (kind, ms a step, share of the step, calls a step, name):"]
-        lines += [f"{kind_of(e.key):18s} {e.self_device_time_total / steps / 1e3:8.3f} "
-                  f"{e.self_device_time_total / wall_us:6.1%} {e.count // steps:5d}  {e.key[:110]}" for e in top]
+        lines += [
+            f"{kind_of(e.key):18s} {e.self_device_time_total / steps / 1e3:8.3f} "
+            f"{e.self_device_time_total / wall_us:6.1%} {e.count // steps:5d}  {e.key[:110]}"
+            for e in top
+        ]
     lines += ["", events.table(sort_by=sort, row_limit=30, max_name_column_width=60)]
     with open(path, "w", encoding="utf-8") as f:
         f.write("\n".join(lines) + "\n")
@@ -135,22 +152,30 @@ def count_host_syncs(run, steps: int, what: str = "") -> float | None:
         for w in found[:5]:
             print(f"host sync{what}: {w.filename}:{w.lineno}: {str(w.message)[:100]}")
         return len(found) / steps
-    except Exception as err:  # noqa: BLE001
+    except Exception as err:
         print(f"sync count failed ({type(err).__name__}: {err})")
         return None
 
 
-def train_steps(shape: dict, batches: list[dict], steps: int, warmup: int, device: torch.device,
-                compile_model: bool, profile: str | None = None, loss_chunk: int = 0,
-                compile_mode: str = "default") -> dict:
+def train_steps(
+    shape: dict,
+    batches: list[dict],
+    steps: int,
+    warmup: int,
+    device: torch.device,
+    compile_model: bool,
+    profile: str | None = None,
+    loss_chunk: int = 0,
+    compile_mode: str = "default",
+) -> dict:
     """Train `steps` steps after `warmup` untimed ones; return seconds per step, tokens and counted FLOPs; with
     `profile`, then profile three more steps into that file."""
     torch.manual_seed(0)
     dims = {k: shape[k] for k in ("n_layers", "d_model", "d_ff", "n_heads", "d_k", "d_v", "dropout")}
     model = Transformer(ModelConfig(max_positions=256, **dims), shape["vocab"], PAD).to(device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9,
-                                 fused=device.type == "cuda")
+    optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9, fused=device.type == "cuda")
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda k: inverse_sqrt_lr(k + 1, shape["d_model"], 4000))
+
     def model_loss(src: torch.Tensor, tgt_in: torch.Tensor, tgt_out: torch.Tensor) -> torch.Tensor:
         loss, _ = label_smoothed_nll_loss(model(src, tgt_in), tgt_out, 0.1, PAD)  # logits (B, T, V)
         return loss
@@ -158,8 +183,9 @@ def train_steps(shape: dict, batches: list[dict], steps: int, warmup: int, devic
     # Compiled as train.compile compiles it (TranslationModule.compile_step): the model and the loss together.
     forward = torch.compile(model_loss, mode=compile_mode) if compile_model else model_loss
     cudagraphs = compile_model and compile_mode == "reduce-overhead"
-    amp = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else torch.autocast("cpu",
-                                                                                                     enabled=False)
+    amp = (
+        torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else torch.autocast("cpu", enabled=False)
+    )
     tokens = flops = 0.0
     loss_sum = torch.zeros((), device=device)
 
@@ -170,8 +196,9 @@ def train_steps(shape: dict, batches: list[dict], steps: int, warmup: int, devic
         with amp:
             if loss_chunk:  # train.loss_chunk_tokens: the logits never whole (aiayn.train.chunked_loss)
                 states = model.features(batch["src"], batch["tgt_in"])  # (B, T, D)
-                loss, _ = chunked_label_smoothed_nll_loss(states, model.output_weight, batch["tgt_out"], 0.1, PAD,
-                                                          loss_chunk)
+                loss, _ = chunked_label_smoothed_nll_loss(
+                    states, model.output_weight, batch["tgt_out"], 0.1, PAD, loss_chunk
+                )
             else:
                 loss = forward(batch["src"], batch["tgt_in"], batch["tgt_out"])
         (loss / batch["tokens"]).backward()
@@ -191,8 +218,9 @@ def train_steps(shape: dict, batches: list[dict], steps: int, warmup: int, devic
             batch = batches[i % len(batches)]
             loss_sum += loss  # on the device: no sync inside the timed loop
             tokens += 2 * batch["tokens"]
-            flops += training_flops(dims, shape["vocab"], batch["tokens"], batch["tokens"], batch["length"],
-                                    batch["length"])
+            flops += training_flops(
+                dims, shape["vocab"], batch["tokens"], batch["tokens"], batch["length"], batch["length"]
+            )
     if device.type == "cuda":
         torch.cuda.synchronize()
     seconds = time.perf_counter() - t0
@@ -203,10 +231,11 @@ def train_steps(shape: dict, batches: list[dict], steps: int, warmup: int, devic
     if profile:
         try:  # the profile is extra: a profiler failure must not cost the timed result
             profile_steps(step, 3, device, profile)
-        except Exception as err:  # noqa: BLE001
+        except Exception as err:
             print(f"profile failed ({type(err).__name__}: {err}); timed results follow")
-    return dict(s_per_step=seconds / steps, tokens=tokens, flops=flops, seconds=seconds, loss=mean_loss,
-                syncs_per_step=syncs)
+    return dict(
+        s_per_step=seconds / steps, tokens=tokens, flops=flops, seconds=seconds, loss=mean_loss, syncs_per_step=syncs
+    )
 
 
 def main() -> None:
@@ -216,11 +245,19 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--batch-tokens", type=int, default=25_000, help="per side per step (paper: 25000)")
     parser.add_argument("--compile", action="store_true", help="torch.compile the model")
-    parser.add_argument("--compile-mode", default="default", choices=["default", "reduce-overhead"],
-                        help="with --compile; reduce-overhead replays CUDA graphs, one per batch shape (the batches "
-                             "have 8 shapes, as train.length_bucket makes few)")
-    parser.add_argument("--loss-chunk-tokens", type=int, default=0,
-                        help="train.loss_chunk_tokens: projection + loss in chunks (eager only; 0: whole logits)")
+    parser.add_argument(
+        "--compile-mode",
+        default="default",
+        choices=["default", "reduce-overhead"],
+        help="with --compile; reduce-overhead replays CUDA graphs, one per batch shape (the batches "
+        "have 8 shapes, as train.length_bucket makes few)",
+    )
+    parser.add_argument(
+        "--loss-chunk-tokens",
+        type=int,
+        default=0,
+        help="train.loss_chunk_tokens: projection + loss in chunks (eager only; 0: whole logits)",
+    )
     parser.add_argument("--profile", default=None, help="after timing, write a torch.profiler table of 3 steps here")
     args = parser.parse_args()
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -232,10 +269,20 @@ def main() -> None:
     tag = f"{args.shape}{'_compiled' if args.compile else ''}{'_chunked' if args.loss_chunk_tokens else ''}"
     tag += "_cudagraphs" if args.compile and args.compile_mode == "reduce-overhead" else ""
     print(f"device {name}, torch {torch.__version__}, shape {args.shape} {shape}, compile {args.compile}")
-    batches = make_batches(args.batch_tokens if device.type == "cuda" else min(args.batch_tokens, 512),
-                           shape["vocab"], device)
-    result = train_steps(shape, batches, args.steps, min(args.warmup, args.steps), device, args.compile, args.profile,
-                         args.loss_chunk_tokens, args.compile_mode)
+    batches = make_batches(
+        args.batch_tokens if device.type == "cuda" else min(args.batch_tokens, 512), shape["vocab"], device
+    )
+    result = train_steps(
+        shape,
+        batches,
+        args.steps,
+        min(args.warmup, args.steps),
+        device,
+        args.compile,
+        args.profile,
+        args.loss_chunk_tokens,
+        args.compile_mode,
+    )
     rate = result["flops"] / result["seconds"]
     peak = peak_flops(name, "bf16-mixed")
     measured = matmul_tflops(device)

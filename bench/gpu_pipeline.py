@@ -14,6 +14,7 @@ bench/gpu_pipeline.sh is the entry point (it installs the carried wheels on the 
 --cpu-smoke: the same flow on trainer=cpu, 40 steps of a tiny model on a 2000-pair slice of the data.
 --workdir: a folder that is reused when it already holds a copy, so a run stopped at --budget-s resumes there.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,23 +36,58 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
-from pipeline_time import copy_project  # noqa: E402  (one copy of the project, shared with the DVC tests)
-
 from aiayn import runspec  # noqa: E402  (run folders and file names, from the one place that names them)
 from aiayn.runspec import RunSpec  # noqa: E402
+from pipeline_time import copy_project  # noqa: E402  (one copy of the project, shared with the DVC tests)
 
 # Packages the GPU image already holds (/work/.library/device/KINDS.md, read 2026-11-17) among those the wheels
 # below need; everything else in the closure of ROOTS is carried, pinned to this environment's versions.
 ON_DEVICE = {
-    "aiohappyeyeballs", "aiohttp", "aiosignal", "attrs", "certifi", "charset-normalizer", "click", "cloudpickle",
-    "colorama", "filelock", "frozenlist", "fsspec", "idna", "joblib", "markdown-it-py", "mdurl", "multidict",
-    "networkx", "packaging", "pathspec", "propcache", "psutil", "pygments", "pyparsing", "python-dateutil",
-    "pyyaml", "regex", "requests", "rich", "setuptools", "six", "tabulate", "tqdm", "typing-extensions", "urllib3",
+    "aiohappyeyeballs",
+    "aiohttp",
+    "aiosignal",
+    "attrs",
+    "certifi",
+    "charset-normalizer",
+    "click",
+    "cloudpickle",
+    "colorama",
+    "filelock",
+    "frozenlist",
+    "fsspec",
+    "idna",
+    "joblib",
+    "markdown-it-py",
+    "mdurl",
+    "multidict",
+    "networkx",
+    "packaging",
+    "pathspec",
+    "propcache",
+    "psutil",
+    "pygments",
+    "pyparsing",
+    "python-dateutil",
+    "pyyaml",
+    "regex",
+    "requests",
+    "rich",
+    "setuptools",
+    "six",
+    "tabulate",
+    "tqdm",
+    "typing-extensions",
+    "urllib3",
     "yarl",
 }
 ROOTS = ("dvc", "hydra-core", "omegaconf", "sacremoses")  # torch, lightning, sacrebleu, sentencepiece: on the image
-PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64",
-             "manylinux1_x86_64")
+PLATFORMS = (
+    "manylinux_2_28_x86_64",
+    "manylinux_2_27_x86_64",
+    "manylinux_2_17_x86_64",
+    "manylinux2014_x86_64",
+    "manylinux1_x86_64",
+)
 ROWS, SEEDS = ["base", "D1"], [1, 2]
 OUT_FILES = ("table3.md", "table2.md", "table3.csv", "table2.csv", "metrics.json", "curves.csv")  # + log, runs.json
 
@@ -59,10 +95,18 @@ OUT_FILES = ("table3.md", "table2.md", "table3.csv", "table2.csv", "metrics.json
 def scale_config(steps: int, smoke: bool) -> str:
     """conf/scale/small_gpu.yaml: `small` with `steps` updates; checkpoints every steps/4, averaging snapshots every
     steps/20 (base averages the last 5); no wandb (the run folders hold every number; the GPU image has none)."""
-    cfg = {"defaults": ["small", "_self_"], "scale": {"name": "small_gpu_smoke" if smoke else "small_gpu"},
-           "train": {"max_steps": steps, "val_every_steps": steps // 4, "ckpt_every_steps": steps // 4,
-                     "snapshot_every_steps": steps // 20, "log_every_steps": max(1, steps // 20)},
-           "logger": {"backend": "none"}}
+    cfg = {
+        "defaults": ["small", "_self_"],
+        "scale": {"name": "small_gpu_smoke" if smoke else "small_gpu"},
+        "train": {
+            "max_steps": steps,
+            "val_every_steps": steps // 4,
+            "ckpt_every_steps": steps // 4,
+            "snapshot_every_steps": steps // 20,
+            "log_every_steps": max(1, steps // 20),
+        },
+        "logger": {"backend": "none"},
+    }
     if smoke:  # a tiny model and batch, a small vocabulary, a short test bootstrap: seconds a stage on a CPU
         cfg["model"] = {"n_layers": 3, "d_model": 64, "d_ff": 256, "n_heads": 4, "d_k": 16, "d_v": 16}
         cfg["train"] |= {"batch_tokens": 1024, "max_tokens": 1024, "warmup_steps": 10}
@@ -120,8 +164,16 @@ def tool_dir(scratch: Path) -> Path:
 def repro(work: Path, env: dict, log, budget_s: float | None) -> tuple[int, dict[str, float]]:
     """`dvc repro` in `work`, its output timestamped to stdout and `log`; stopped (process group) after `budget_s`.
     Returns the exit status and each stage's seconds (from one 'Running stage' line to the next)."""
-    proc = subprocess.Popen([sys.executable, "-m", "dvc", "repro"], cwd=work, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, bufsize=1, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dvc", "repro"],
+        cwd=work,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        bufsize=1,
+        start_new_session=True,
+    )
 
     def stop() -> None:
         msg = f"budget of {budget_s:.0f} s spent: stopping dvc repro (a rerun with the same --workdir resumes)\n"
@@ -164,9 +216,14 @@ def collect(work: Path, rows: list[str], seeds: list[int]) -> dict[str, dict]:
             run_dir = spec.run_dir
             if (run_dir / runspec.TRAIN_SUMMARY).is_file():
                 t = json.loads((run_dir / runspec.TRAIN_SUMMARY).read_text())
-                r |= {"steps": t["steps"], "train_s": t["wall_time_s"], "val_ppl": t["val_ppl"],
-                      "tokens_per_s": sum(t["tokens_seen"].values()) / max(t["wall_time_s"], 1e-9),
-                      "device": t["device"]["name"], "precision": t["precision"]}
+                r |= {
+                    "steps": t["steps"],
+                    "train_s": t["wall_time_s"],
+                    "val_ppl": t["val_ppl"],
+                    "tokens_per_s": sum(t["tokens_seen"].values()) / max(t["wall_time_s"], 1e-9),
+                    "device": t["device"]["name"],
+                    "precision": t["precision"],
+                }
             if (run_dir / runspec.CURVE).is_file():
                 with (run_dir / runspec.CURVE).open() as f:
                     rates = [float(x["train_tokens_per_s"]) for x in csv.DictReader(f) if x.get("train_tokens_per_s")]
@@ -176,8 +233,12 @@ def collect(work: Path, rows: list[str], seeds: list[int]) -> dict[str, dict]:
             if eval_json.is_file():
                 e = json.loads(eval_json.read_text())
                 test = e.get("test") or {}
-                r |= {"dev_bleu": e["dev"]["bleu"], "test_bleu": test.get("bleu"), "dev_ppl": e["dev"]["ppl"],
-                      "averaged": test.get("checkpoints_averaged")}
+                r |= {
+                    "dev_bleu": e["dev"]["bleu"],
+                    "test_bleu": test.get("bleu"),
+                    "dev_ppl": e["dev"]["ppl"],
+                    "averaged": test.get("checkpoints_averaged"),
+                }
             runs[f"{row}/seed{seed}"] = r
     return runs
 
@@ -200,16 +261,28 @@ def make_copy(args: argparse.Namespace) -> tuple[Path, bool]:
     resumed = (work / "dvc.yaml").is_file()
     if not resumed:
         work.mkdir(parents=True, exist_ok=True)
-        copy_project(work, scale="small_gpu", data="multi30k_gpu", trainer="cpu" if args.cpu_smoke else "gpu",
-                     launcher=args.launcher, rows=args.rows, seeds=args.seeds, extra_seeds={})
+        copy_project(
+            work,
+            scale="small_gpu",
+            data="multi30k_gpu",
+            trainer="cpu" if args.cpu_smoke else "gpu",
+            launcher=args.launcher,
+            rows=args.rows,
+            seeds=args.seeds,
+            extra_seeds={},
+        )
     data = Path(args.data).resolve()
     if args.cpu_smoke:  # inside the copy, so a resumed smoke reads the same path
         data = smoke_slice(data, work / "smoke_data")
     (work / "conf/data/multi30k_gpu.yaml").write_text(
-        f"# Multi30k from {data} (bench/gpu_pipeline.py)\ndefaults:\n  - multi30k\n  - _self_\npath: {data}\n")
+        f"# Multi30k from {data} (bench/gpu_pipeline.py)\ndefaults:\n  - multi30k\n  - _self_\npath: {data}\n"
+    )
     (work / "conf/scale/small_gpu.yaml").write_text(scale_config(args.steps, args.cpu_smoke))
-    print(f"{'resuming' if resumed else 'fresh copy'} in {work}; data {data}; {args.steps} steps; rows {args.rows} "
-          f"x seeds {args.seeds}; trainer {'cpu (smoke)' if args.cpu_smoke else 'gpu'}", flush=True)
+    print(
+        f"{'resuming' if resumed else 'fresh copy'} in {work}; data {data}; {args.steps} steps; rows {args.rows} "
+        f"x seeds {args.seeds}; trainer {'cpu (smoke)' if args.cpu_smoke else 'gpu'}",
+        flush=True,
+    )
     return work, resumed
 
 
@@ -218,16 +291,22 @@ def report(work: Path, args: argparse.Namespace, stages: dict[str, float], out: 
     for name, s in stages.items():
         print(f"stage {name:20s} {s:7.1f} s")
     runs = collect(work, args.rows, args.seeds)
-    print(f"\n{'run':12s} {'steps':>6s} {'train s':>8s} {'tok/s':>9s} {'curve tok/s':>11s} {'dev PPL':>8s} "
-          f"{'dev BLEU':>8s} {'test BLEU':>9s} {'avg':>4s}")
+    print(
+        f"\n{'run':12s} {'steps':>6s} {'train s':>8s} {'tok/s':>9s} {'curve tok/s':>11s} {'dev PPL':>8s} "
+        f"{'dev BLEU':>8s} {'test BLEU':>9s} {'avg':>4s}"
+    )
     for name, r in runs.items():
-        print(f"{name:12s} {fmt(r.get('steps'), '6d')} {fmt(r.get('train_s'), '8.1f')} "
-              f"{fmt(r.get('tokens_per_s'), '9.0f')} {fmt(r.get('curve_tokens_per_s'), '11.0f')} "
-              f"{fmt(r.get('dev_ppl'), '8.2f')} {fmt(r.get('dev_bleu'), '8.2f')} {fmt(r.get('test_bleu'), '9.2f')} "
-              f"{fmt(r.get('averaged'), '4d')}")
+        print(
+            f"{name:12s} {fmt(r.get('steps'), '6d')} {fmt(r.get('train_s'), '8.1f')} "
+            f"{fmt(r.get('tokens_per_s'), '9.0f')} {fmt(r.get('curve_tokens_per_s'), '11.0f')} "
+            f"{fmt(r.get('dev_ppl'), '8.2f')} {fmt(r.get('dev_bleu'), '8.2f')} {fmt(r.get('test_bleu'), '9.2f')} "
+            f"{fmt(r.get('averaged'), '4d')}"
+        )
     devices = {r["device"] + " " + r["precision"] for r in runs.values() if "device" in r}
-    print(f"tok/s: source + target tokens per second of training (train.json: all of it; curve.csv: the median "
-          f"logging window); avg: checkpoints averaged. device: {', '.join(sorted(devices)) or '-'}")
+    print(
+        f"tok/s: source + target tokens per second of training (train.json: all of it; curve.csv: the median "
+        f"logging window); avg: checkpoints averaged. device: {', '.join(sorted(devices)) or '-'}"
+    )
     for table in ("table3.md", "table2.md"):
         path = work / "results" / table
         print(f"\n== results/{table} ==\n{path.read_text() if path.is_file() else '(not written)'}")
@@ -245,8 +324,14 @@ def run(args: argparse.Namespace) -> int:
     if "GIT_CONFIG_COUNT" not in os.environ:  # root in a checkout copied by another user: git would refuse it
         os.environ |= {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory", "GIT_CONFIG_VALUE_0": "*"}
     work, resumed = make_copy(args)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(work / "src"), os.environ.get("PYTHONPATH")])),
-               HYDRA_FULL_ERROR="1", PYTHONUNBUFFERED="1", GIT_PYTHON_REFRESH="quiet", DVC_NO_ANALYTICS="1")
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join(filter(None, [str(work / "src"), os.environ.get("PYTHONPATH")])),
+        HYDRA_FULL_ERROR="1",
+        PYTHONUNBUFFERED="1",
+        GIT_PYTHON_REFRESH="quiet",
+        DVC_NO_ANALYTICS="1",
+    )
     log_path = (out or REPO / "bench/out") / "gpu_pipeline.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     print(f"log: {log_path}", flush=True)
@@ -255,8 +340,9 @@ def run(args: argparse.Namespace) -> int:
     wall = time.perf_counter() - start
     runs = report(work, args, stages, out)
     if out:
-        (out / "runs.json").write_text(json.dumps({"runs": runs, "stages_s": stages, "wall_s": wall, "rc": rc,
-                                                   "resumed": resumed}, indent=1))
+        (out / "runs.json").write_text(
+            json.dumps({"runs": runs, "stages_s": stages, "wall_s": wall, "rc": rc, "resumed": resumed}, indent=1)
+        )
     if not args.keep and not args.workdir:
         shutil.rmtree(work, ignore_errors=True)
     shutil.rmtree(scratch, ignore_errors=True)
@@ -304,8 +390,11 @@ def canonical(wheel: Path) -> str:
 def prepare(args: argparse.Namespace) -> int:
     """Here, before a GPU run: .whl/ (cp312 wheels of what the GPU image lacks) and .gpu_data/multi30k, both ignored
     through .git/info/exclude, to travel with `carry`."""
-    exclude = Path(subprocess.run(["git", "rev-parse", "--git-path", "info/exclude"], cwd=REPO, capture_output=True,
-                                  text=True, check=True).stdout.strip())
+    exclude = Path(
+        subprocess.run(
+            ["git", "rev-parse", "--git-path", "info/exclude"], cwd=REPO, capture_output=True, text=True, check=True
+        ).stdout.strip()
+    )
     exclude = exclude if exclude.is_absolute() else REPO / exclude
     exclude.parent.mkdir(parents=True, exist_ok=True)
     lines = exclude.read_text().splitlines() if exclude.is_file() else []
@@ -316,13 +405,28 @@ def prepare(args: argparse.Namespace) -> int:
     for old in wheels.glob("*.whl"):  # one version of each: two would stop the install there
         if canonical(old) in pins:
             old.unlink()
-    pip = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:", "--python-version",
-           "3.12", "--implementation", "cp", *[f"--platform={p}" for p in PLATFORMS], "-d", str(wheels)]
+    pip = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--quiet",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--python-version",
+        "3.12",
+        "--implementation",
+        "cp",
+        *[f"--platform={p}" for p in PLATFORMS],
+        "-d",
+        str(wheels),
+    ]
     built = [f"{n}=={v}" for n, v in pins.items() if n == "antlr4-python3-runtime"]  # published as a source only
     subprocess.run(pip + [f"{n}=={v}" for n, v in pins.items() if f"{n}=={v}" not in built], check=True)
     if built:
-        subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(wheels), *built],
-                       check=True)
+        subprocess.run(
+            [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(wheels), *built], check=True
+        )
     have = {canonical(w) for w in wheels.glob("*.whl")}
     missing = sorted(set(pins) - have)
     size = sum(p.stat().st_size for p in [*wheels.glob("*.whl"), *(REPO / ".gpu_data").rglob("*")] if p.is_file())
@@ -349,8 +453,9 @@ def main() -> int:
     p_prep.add_argument("--data", default=str(REPO.parent / "shared/data/multi30k"))
     if sys.argv[1:2] == ["git"]:
         return git_shim(sys.argv[2:])
-    args = parser.parse_args(sys.argv[1:] if sys.argv[1:2] in (["run"], ["prepare"], ["-h"], ["--help"])
-                             else ["run", *sys.argv[1:]])
+    args = parser.parse_args(
+        sys.argv[1:] if sys.argv[1:2] in (["run"], ["prepare"], ["-h"], ["--help"]) else ["run", *sys.argv[1:]]
+    )
     if args.command == "prepare":
         return prepare(args)
     args.steps = args.steps or (40 if args.cpu_smoke else 2000)

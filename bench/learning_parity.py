@@ -28,6 +28,7 @@ extended bench (more seeds, more systems) only trains what is missing. Ends with
 `RESULT parity_ppl_ratio` (pipeline / reference dev PPL, target <= 1.0) and, last, `RESULT parity_bleu_ratio`
 (pipeline / reference dev greedy BLEU, target >= 1.0 with overlapping CIs at worst).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,10 +49,34 @@ DEFAULT_DATA = REPO.parent / "shared" / "data" / "multi30k"
 
 # The issue's setting (full) and a smaller one for iterating (quick). Both share everything but the sizes.
 SETTINGS = {
-    "full": dict(n_layers=3, d_model=256, n_heads=4, d_head=64, d_ff=1024, steps=700, batch_tokens=2000,
-                 warmup=4000, lr_factor=2.0, dropout=0.1, label_smoothing=0.1, vocab=8000),
-    "quick": dict(n_layers=2, d_model=128, n_heads=4, d_head=32, d_ff=512, steps=400, batch_tokens=2000,
-                  warmup=4000, lr_factor=2.0, dropout=0.1, label_smoothing=0.1, vocab=8000),
+    "full": dict(
+        n_layers=3,
+        d_model=256,
+        n_heads=4,
+        d_head=64,
+        d_ff=1024,
+        steps=700,
+        batch_tokens=2000,
+        warmup=4000,
+        lr_factor=2.0,
+        dropout=0.1,
+        label_smoothing=0.1,
+        vocab=8000,
+    ),
+    "quick": dict(
+        n_layers=2,
+        d_model=128,
+        n_heads=4,
+        d_head=32,
+        d_ff=512,
+        steps=400,
+        batch_tokens=2000,
+        warmup=4000,
+        lr_factor=2.0,
+        dropout=0.1,
+        label_smoothing=0.1,
+        vocab=8000,
+    ),
 }
 # What each diagnosis system takes from the library (the rest is the plain reference).
 PLAIN_SYSTEMS = {
@@ -62,8 +87,11 @@ PLAIN_SYSTEMS = {
     "plain+model+loss": dict(model="aiayn", init_gain=None, loss="aiayn", batches="plain"),
     "plain+model+loss+batches": dict(model="aiayn", init_gain=None, loss="aiayn", batches="aiayn"),
 }
-PIPELINE_SYSTEMS = {"pipeline": [], "pipeline-xavier": ["model.qkv_init_gain=1.0"],
-                    "pipeline-fairseq": [f"model.qkv_init_gain={2**-0.5}"]}
+PIPELINE_SYSTEMS = {
+    "pipeline": [],
+    "pipeline-xavier": ["model.qkv_init_gain=1.0"],
+    "pipeline-fairseq": [f"model.qkv_init_gain={2**-0.5}"],
+}
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -76,8 +104,13 @@ def prepare_data(workdir: Path, data_path: Path, vocab: int, env: dict) -> None:
         return
     common = ["data=multi30k", "scale=small", f"data.path={data_path}", f"data.vocab_size={vocab}", "logger=none"]
     for stage in ("fetch", "bpe"):
-        subprocess.run([sys.executable, str(REPO / "pipeline" / f"{stage}.py"), *common], cwd=workdir, env=env,
-                       check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [sys.executable, str(REPO / "pipeline" / f"{stage}.py"), *common],
+            cwd=workdir,
+            env=env,
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -98,11 +131,13 @@ def reference_train(workdir: str, seed: int, setting: dict, system: str, device:
     pad, bos, eos, vocab = sp.pad_id(), sp.bos_id(), sp.eos_id(), sp.get_piece_size()
 
     def read(split):
-        lines = {side: (work / f"data/raw/{split}.{side}").read_text(encoding="utf-8").split("\n")[:-1]
-                 for side in ("src", "tgt")}
+        lines = {
+            side: (work / f"data/raw/{split}.{side}").read_text(encoding="utf-8").split("\n")[:-1]
+            for side in ("src", "tgt")
+        }
         return lines["src"], lines["tgt"], sp.encode(lines["src"]), sp.encode(lines["tgt"])
 
-    train_src, _, train_x, train_y = read("train")
+    _, _, train_x, train_y = read("train")
     d = s["d_model"]
 
     class Plain(nn.Module):
@@ -112,8 +147,9 @@ def reference_train(workdir: str, seed: int, setting: dict, system: str, device:
             pos = torch.arange(1024)[:, None] * torch.exp(torch.arange(0, d, 2) * (-math.log(10000.0) / d))
             self.register_buffer("pe", torch.stack([pos.sin(), pos.cos()], -1).flatten(1), persistent=False)
             self.drop = nn.Dropout(s["dropout"])
-            self.tf = nn.Transformer(d, s["n_heads"], s["n_layers"], s["n_layers"], s["d_ff"], s["dropout"],
-                                     batch_first=True)
+            self.tf = nn.Transformer(
+                d, s["n_heads"], s["n_layers"], s["n_layers"], s["d_ff"], s["dropout"], batch_first=True
+            )
 
         def embed(self, x):
             return self.drop(F.embedding(x, self.emb) * d**0.5 + self.pe[: x.size(1)])
@@ -123,8 +159,14 @@ def reference_train(workdir: str, seed: int, setting: dict, system: str, device:
 
         def decode(self, tgt_in, memory, src):
             causal = nn.Transformer.generate_square_subsequent_mask(tgt_in.size(1), device=tgt_in.device)
-            h = self.tf.decoder(self.embed(tgt_in), memory, tgt_mask=causal, tgt_is_causal=True,
-                                tgt_key_padding_mask=tgt_in == pad, memory_key_padding_mask=src == pad)
+            h = self.tf.decoder(
+                self.embed(tgt_in),
+                memory,
+                tgt_mask=causal,
+                tgt_is_causal=True,
+                tgt_key_padding_mask=tgt_in == pad,
+                memory_key_padding_mask=src == pad,
+            )
             return h @ self.emb.T
 
         def forward(self, src, tgt_in):
@@ -137,14 +179,26 @@ def reference_train(workdir: str, seed: int, setting: dict, system: str, device:
         from aiayn.model.masks import src_mask, tgt_mask
 
         extra = {} if spec["init_gain"] is None else {"qkv_init_gain": spec["init_gain"]}
-        lib = Transformer(ModelConfig(n_layers=s["n_layers"], d_model=d, d_ff=s["d_ff"], n_heads=s["n_heads"],
-                                      d_k=s["d_head"], d_v=s["d_head"], dropout=s["dropout"], **extra), vocab, pad)
+        lib = Transformer(
+            ModelConfig(
+                n_layers=s["n_layers"],
+                d_model=d,
+                d_ff=s["d_ff"],
+                n_heads=s["n_heads"],
+                d_k=s["d_head"],
+                d_v=s["d_head"],
+                dropout=s["dropout"],
+                **extra,
+            ),
+            vocab,
+            pad,
+        )
         lib.encode_plain = lambda src: lib.encode(src, src_mask(src, pad))
         lib.decode_plain = lambda tgt_in, mem, src: lib.decode(tgt_in, mem, src_mask(src, pad), tgt_mask(tgt_in, pad))
         model = lib
     model.to(device)
-    encode = getattr(model, "encode_plain", getattr(model, "encode"))
-    decode = getattr(model, "decode_plain", getattr(model, "decode"))
+    encode = getattr(model, "encode_plain", model.encode)
+    decode = getattr(model, "decode_plain", model.decode)
 
     def pad_to(seqs, prefix=(), suffix=()):
         out = torch.full((len(seqs), max(len(x) for x in seqs) + len(prefix) + len(suffix)), pad, dtype=torch.long)
@@ -159,6 +213,7 @@ def reference_train(workdir: str, seed: int, setting: dict, system: str, device:
 
     rng = torch.Generator().manual_seed(seed)
     if spec["batches"] == "plain":  # length-sorted, cut at ~batch_tokens real target tokens, shuffled per epoch
+
         def epoch_batches():
             noise = torch.rand(len(train_y), generator=rng).tolist()
             order = sorted(range(len(train_y)), key=lambda i: (len(train_y[i]), len(train_x[i]), noise[i]))
@@ -174,13 +229,16 @@ def reference_train(workdir: str, seed: int, setting: dict, system: str, device:
     else:  # the library's sampler: padded budget on both sides, as the pipeline batches
         from aiayn.data.batching import TokenBatchSampler
 
-        sampler = TokenBatchSampler([len(x) + 1 for x in train_x], [len(y) + 1 for y in train_y], s["batch_tokens"],
-                                    seed=seed)
+        sampler = TokenBatchSampler(
+            [len(x) + 1 for x in train_x], [len(y) + 1 for y in train_y], s["batch_tokens"], seed=seed
+        )
         epoch_batches = lambda: list(sampler)  # noqa: E731
     if spec["loss"] == "torch":
+
         def loss_fn(logits, tgt_out):
-            return F.cross_entropy(logits.flatten(0, 1), tgt_out.flatten(), ignore_index=pad,
-                                   label_smoothing=s["label_smoothing"])
+            return F.cross_entropy(
+                logits.flatten(0, 1), tgt_out.flatten(), ignore_index=pad, label_smoothing=s["label_smoothing"]
+            )
     else:
         from aiayn.train.loss import label_smoothed_nll_loss
 
@@ -210,17 +268,18 @@ def reference_train(workdir: str, seed: int, setting: dict, system: str, device:
     result = {"steps": step, "tgt_tokens_per_step": real_tgt / step, "train_s": round(train_s, 1)}
     with torch.inference_mode():
         for split, prefix in (("valid", "dev_"), ("test", "test_")):
-            srcs, refs, xs, ys = read(split)
+            _, refs, xs, ys = read(split)
             nll, n, hyps = 0.0, 0, [None] * len(xs)
             order = sorted(range(len(xs)), key=lambda i: len(xs[i]))
             for lo in range(0, len(order), 100):
-                ids = order[lo: lo + 100]
+                ids = order[lo : lo + 100]
                 src = pad_to([xs[i] + [eos] for i in ids]).to(device)
                 tgt_in = pad_to([ys[i] for i in ids], prefix=[bos]).to(device)
                 tgt_out = pad_to([ys[i] for i in ids], suffix=[eos]).to(device)
                 logits = model(src, tgt_in).float()
-                nll += F.cross_entropy(logits.flatten(0, 1), tgt_out.flatten(), ignore_index=pad,
-                                       reduction="sum").item()
+                nll += F.cross_entropy(
+                    logits.flatten(0, 1), tgt_out.flatten(), ignore_index=pad, reduction="sum"
+                ).item()
                 n += int((tgt_out != pad).sum())
                 # Greedy, up to source length (EOS included) + 50 tokens.
                 memory, out = encode(src), torch.full((len(ids), 1), bos, dtype=torch.long, device=device)
@@ -231,8 +290,9 @@ def reference_train(workdir: str, seed: int, setting: dict, system: str, device:
                     out, done = torch.cat([out, nxt[:, None]], 1), done | (nxt == eos)
                 for row, i in enumerate(ids):
                     seq = out[row, 1:].tolist()
-                    hyps[i] = sp.decode([t for t in seq[: seq.index(eos)] if t != pad] if eos in seq else
-                                        [t for t in seq if t != pad])
+                    hyps[i] = sp.decode(
+                        [t for t in seq[: seq.index(eos)] if t != pad] if eos in seq else [t for t in seq if t != pad]
+                    )
             result[prefix + "ppl"] = math.exp(nll / n)
             result[prefix + "bleu"] = corpus_bleu(hyps, [refs]).score
     return result
@@ -245,23 +305,43 @@ def reference_train(workdir: str, seed: int, setting: dict, system: str, device:
 def pipeline_train(workdir: str, seed: int, setting: dict, system: str, device: str, threads: int) -> dict:
     s, tag = setting, slug(system)
     overrides = [
-        "data=multi30k", "scale=small", "logger=none", f"seed={seed}", "trainer.enable_progress_bar=false",
-        f"model.n_layers={s['n_layers']}", f"model.d_model={s['d_model']}", f"model.n_heads={s['n_heads']}",
-        f"model.d_k={s['d_head']}", f"model.d_v={s['d_head']}", f"model.d_ff={s['d_ff']}",
-        f"model.dropout={s['dropout']}", f"train.label_smoothing={s['label_smoothing']}",
-        f"train.max_steps={s['steps']}", f"train.batch_tokens={s['batch_tokens']}",
-        f"train.max_tokens={s['batch_tokens']}", f"train.warmup_steps={s['warmup']}",
-        f"train.lr_factor={s['lr_factor']}", f"train.val_every_steps={s['steps']}",
-        f"train.ckpt_every_steps={s['steps']}", "train.keep_last=0", "row.average_last=0",
-        f"paths.runs=runs/{tag}", f"paths.evals=evals/{tag}",
+        "data=multi30k",
+        "scale=small",
+        "logger=none",
+        f"seed={seed}",
+        "trainer.enable_progress_bar=false",
+        f"model.n_layers={s['n_layers']}",
+        f"model.d_model={s['d_model']}",
+        f"model.n_heads={s['n_heads']}",
+        f"model.d_k={s['d_head']}",
+        f"model.d_v={s['d_head']}",
+        f"model.d_ff={s['d_ff']}",
+        f"model.dropout={s['dropout']}",
+        f"train.label_smoothing={s['label_smoothing']}",
+        f"train.max_steps={s['steps']}",
+        f"train.batch_tokens={s['batch_tokens']}",
+        f"train.max_tokens={s['batch_tokens']}",
+        f"train.warmup_steps={s['warmup']}",
+        f"train.lr_factor={s['lr_factor']}",
+        f"train.val_every_steps={s['steps']}",
+        f"train.ckpt_every_steps={s['steps']}",
+        "train.keep_last=0",
+        "row.average_last=0",
+        f"paths.runs=runs/{tag}",
+        f"paths.evals=evals/{tag}",
         *(["trainer=gpu", "train.compile=false"] if device == "cuda" else ["trainer=cpu"]),
         *PIPELINE_SYSTEMS.get(system, system.partition(":")[2].split(",") if ":" in system else []),
     ]
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), WANDB_MODE="disabled")
     start = time.perf_counter()
     for stage, extra in (("train", []), ("evaluate", ["decode=greedy"])):
-        proc = subprocess.run([sys.executable, str(REPO / "pipeline" / f"{stage}.py"), *overrides, *extra],
-                              cwd=workdir, env=env, capture_output=True, text=True)
+        proc = subprocess.run(
+            [sys.executable, str(REPO / "pipeline" / f"{stage}.py"), *overrides, *extra],
+            cwd=workdir,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
         if proc.returncode:
             raise RuntimeError(f"{system} seed {seed}: pipeline/{stage}.py failed:\n{proc.stderr[-3000:]}")
         if stage == "train":
@@ -270,9 +350,14 @@ def pipeline_train(workdir: str, seed: int, setting: dict, system: str, device: 
     # likewise, with the decode settings in the name): each system has its own folders, so one variant each.
     trained = json.loads(_one(Path(workdir) / f"runs/{tag}/base", f"seed{seed}/{runspec.TRAIN_SUMMARY}").read_text())
     ev = json.loads(_one(Path(workdir) / f"evals/{tag}/base", f"seed{seed}/{runspec.EVAL}").read_text())
-    return {"steps": trained["steps"], "tgt_tokens_per_step": trained["tokens_seen"]["tgt"] / trained["steps"],
-            "train_s": round(train_s, 1), "dev_ppl": ev["dev"]["ppl"], "dev_bleu": ev["dev"]["bleu"],
-            "test_bleu": ev["test"]["bleu"]}
+    return {
+        "steps": trained["steps"],
+        "tgt_tokens_per_step": trained["tokens_seen"]["tgt"] / trained["steps"],
+        "train_s": round(train_s, 1),
+        "dev_ppl": ev["dev"]["ppl"],
+        "dev_bleu": ev["dev"]["bleu"],
+        "test_bleu": ev["test"]["bleu"],
+    }
 
 
 def _one(folder: Path, name: str) -> Path:
@@ -309,12 +394,16 @@ def summarise(results: dict[str, dict[int, dict]]) -> None:
     for system, by_seed in results.items():
         runs = list(by_seed.values())
         cis = [mean_ci([r[k] for r in runs]) for k in ("dev_ppl", "dev_bleu", "test_bleu", "tgt_tokens_per_step")]
-        print(f"{system:28s} {len(runs):2d} {fmt(cis[0], 1):>14s} {fmt(cis[1], 2):>13s} {fmt(cis[2], 2):>13s} "
-              f"{fmt(cis[3], 0):>12s}   seeds {sorted(by_seed)}: dev PPL "
-              + ", ".join(f"{r['dev_ppl']:.1f}" for r in runs) + "; dev BLEU " +
-              ", ".join(f"{r['dev_bleu']:.2f}" for r in runs))
+        print(
+            f"{system:28s} {len(runs):2d} {fmt(cis[0], 1):>14s} {fmt(cis[1], 2):>13s} {fmt(cis[2], 2):>13s} "
+            f"{fmt(cis[3], 0):>12s}   seeds {sorted(by_seed)}: dev PPL "
+            + ", ".join(f"{r['dev_ppl']:.1f}" for r in runs)
+            + "; dev BLEU "
+            + ", ".join(f"{r['dev_bleu']:.2f}" for r in runs)
+        )
     print("(mean ± 95% CI half-width over seeds, Student t)")
     if "pipeline" in results and "reference" in results:
+
         def ratio(key):
             ours, ref = (sum(r[key] for r in results[k].values()) / len(results[k]) for k in ("pipeline", "reference"))
             return f"{ours / ref:.3f}" if ref else "nan"
@@ -327,24 +416,35 @@ def summarise(results: dict[str, dict[int, dict]]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller model and fewer updates (for iterating)")
-    parser.add_argument("--systems", nargs="+", default=["pipeline", "reference"],
-                        help=f"of {[*PIPELINE_SYSTEMS, *PLAIN_SYSTEMS]}, or pipeline:key=value,... (Hydra overrides)")
+    parser.add_argument(
+        "--systems",
+        nargs="+",
+        default=["pipeline", "reference"],
+        help=f"of {[*PIPELINE_SYSTEMS, *PLAIN_SYSTEMS]}, or pipeline:key=value,... (Hydra overrides)",
+    )
     parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
     parser.add_argument("--steps", type=int, help="override the setting's number of updates")
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="a Multi30k folder: train.{en,de}, val.{en,de}")
     parser.add_argument("--workdir", type=Path, help="default bench/.parity/<quick|full>[-<steps>]")
     parser.add_argument("--report-only", action="store_true", help="tabulate the finished runs, train nothing")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    parser.add_argument("--jobs", type=int, default=None, help="runs side by side (default: one per core on CPU, 3 on a GPU)")
+    parser.add_argument(
+        "--jobs", type=int, default=None, help="runs side by side (default: one per core on CPU, 3 on a GPU)"
+    )
     args = parser.parse_args()
 
     # The library from this checkout, also where it is not pip-installed (a GPU machine): workers and stages inherit it.
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")]))
-    unknown = [s for s in args.systems if s not in PLAIN_SYSTEMS and s not in PIPELINE_SYSTEMS
-               and not s.startswith("pipeline:")]
+    unknown = [
+        s
+        for s in args.systems
+        if s not in PLAIN_SYSTEMS and s not in PIPELINE_SYSTEMS and not s.startswith("pipeline:")
+    ]
     if unknown:
-        sys.exit(f"error: unknown system(s) {unknown}; choose from {[*PIPELINE_SYSTEMS, *PLAIN_SYSTEMS]} or "
-                 f"pipeline:key=value,...")
+        sys.exit(
+            f"error: unknown system(s) {unknown}; choose from {[*PIPELINE_SYSTEMS, *PLAIN_SYSTEMS]} or "
+            f"pipeline:key=value,..."
+        )
     data = args.data.resolve()
     if not (data / "train.en").is_file():
         sys.exit(f"error: {data}/train.en not found; pass --data with a Multi30k folder (train/val .en/.de)")
@@ -358,8 +458,11 @@ def main() -> None:
     jobs = args.jobs or (3 if args.device == "cuda" else max(1, min(len(os.sched_getaffinity(0)), 4)))
     threads = max(1, len(os.sched_getaffinity(0)) // jobs) if args.device == "cpu" else 4
     env = dict(os.environ, WANDB_MODE="disabled")
-    print(f"learning parity ({mode}): {setting}\nwork folder {workdir}; {jobs} run(s) at a time, {threads} thread(s)"
-          f" each", flush=True)
+    print(
+        f"learning parity ({mode}): {setting}\nwork folder {workdir}; {jobs} run(s) at a time, {threads} thread(s)"
+        f" each",
+        flush=True,
+    )
     prepare_data(workdir, data, setting["vocab"], env)
 
     results: dict[str, dict[int, dict]] = {system: {} for system in args.systems}
@@ -373,8 +476,10 @@ def main() -> None:
                 todo.append((system, seed, cached))
     ctx = multiprocessing.get_context("spawn")
     with cf.ProcessPoolExecutor(jobs, mp_context=ctx) as pool:
-        futures = {pool.submit(run_one, str(workdir), seed, setting, system, args.device, threads): (system, seed, out)
-                   for system, seed, out in todo}
+        futures = {
+            pool.submit(run_one, str(workdir), seed, setting, system, args.device, threads): (system, seed, out)
+            for system, seed, out in todo
+        }
         for future in cf.as_completed(futures):
             system, seed, out = futures[future]
             result = future.result()
@@ -383,8 +488,11 @@ def main() -> None:
             tmp.write_text(json.dumps(result, indent=1))
             os.replace(tmp, out)
             results[system][seed] = result
-            print(f"{system} seed {seed}: dev PPL {result['dev_ppl']:.2f}, dev BLEU {result['dev_bleu']:.2f}, test "
-                  f"BLEU {result['test_bleu']:.2f} ({result['train_s']:.0f} s training)", flush=True)
+            print(
+                f"{system} seed {seed}: dev PPL {result['dev_ppl']:.2f}, dev BLEU {result['dev_bleu']:.2f}, test "
+                f"BLEU {result['test_bleu']:.2f} ({result['train_s']:.0f} s training)",
+                flush=True,
+            )
     summarise({k: dict(sorted(v.items())) for k, v in results.items() if v})
 
 

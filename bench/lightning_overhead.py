@@ -6,15 +6,16 @@ machines, where the speed of the whole machine drifts by a third within seconds:
 step in turn, the plain loop's step run from a callback between two Lightning steps, so each pair of steps sees
 the same machine; the plain step runs before the Lightning step on odd steps and after it on even ones, so neither
 always finds the other's data in the caches. A Lightning step is the interval between two `on_train_batch_start`
-stamps (everything the Trainer does between batches falls inside it) less the plain step run in that interval. The headline is the
-median over all steps of the paired ratio plain / Lightning; each round is a fresh Trainer and module, and the
-rounds' medians are printed too (their spread says how noisy the machine was), and the median gap in milliseconds
-(Lightning's cost per step, which does not grow with the model). 1.0 = free; target >= 0.95.
+stamps (everything the Trainer does between batches falls inside it) less the plain step run in that interval. The
+headline is the median over all steps of the paired ratio plain / Lightning; each round is a fresh Trainer and
+module, and the rounds' medians are printed too (their spread says how noisy the machine was), and the median gap
+in milliseconds (Lightning's cost per step, which does not grow with the model). 1.0 = free; target >= 0.95.
 Threads: one intra-op thread by default, as each seed's process of the default `dvc repro` trains (three processes
 on two cores, each given cpu_count // 3 = 1 thread by the joblib launcher), so the ratio is the share Lightning
 takes of the default run's steps; `--threads 2` times the steps on both cores instead (shorter steps, the same gap).
 Run: python bench/lightning_overhead.py [--steps N] [--rounds R] [--warmup W] [--threads T]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,8 +42,15 @@ def make_batches(n: int, sentences: int = 32, length: int = 24) -> list[dict]:
     for _ in range(n):
         src = torch.randint(4, VOCAB, (sentences, length), generator=g)  # (B, S)
         tgt = torch.randint(4, VOCAB, (sentences, length + 1), generator=g)  # (B, T + 1)
-        out.append(dict(src=src, tgt_in=tgt[:, :-1], tgt_out=tgt[:, 1:], n_src_tokens=src.numel(),
-                        n_tgt_tokens=length * sentences))
+        out.append(
+            dict(
+                src=src,
+                tgt_in=tgt[:, :-1],
+                tgt_out=tgt[:, 1:],
+                n_src_tokens=src.numel(),
+                n_tgt_tokens=length * sentences,
+            )
+        )
     return out
 
 
@@ -103,16 +111,27 @@ class Paired(L.Callback):
     def pairs(self) -> list[tuple[float, float, bool]]:
         """(plain, Lightning, whether the plain step ran first) seconds of each measured step."""
         intervals = [b - a for a, b in zip(self.starts, self.starts[1:])]
-        return [(p, interval - p, bool((self.warmup + 1 + i) % 2))
-                for i, (p, interval) in enumerate(zip(self.plain_s, intervals))]
+        return [
+            (p, interval - p, bool((self.warmup + 1 + i) % 2))
+            for i, (p, interval) in enumerate(zip(self.plain_s, intervals))
+        ]
 
 
 def paired_round(batches: list[dict], warmup: int) -> list[tuple[float, float]]:
     """One fresh Trainer, set up as the train stage sets it up, with a plain step paired to each of its steps."""
     paired = Paired(batches, warmup)
-    trainer = L.Trainer(accelerator="cpu", devices=1, max_steps=len(batches), logger=False,
-                        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-                        log_every_n_steps=50, num_sanity_val_steps=0, callbacks=[paired])
+    trainer = L.Trainer(
+        accelerator="cpu",
+        devices=1,
+        max_steps=len(batches),
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        log_every_n_steps=50,
+        num_sanity_val_steps=0,
+        callbacks=[paired],
+    )
     trainer.fit(new_module(), train_dataloaders=DataLoader(batches, batch_size=None))
     return paired.pairs()
 
@@ -122,8 +141,12 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=10)
-    parser.add_argument("--threads", type=int, default=1,
-                        help="intra-op threads (default 1: what each seed's process of the default dvc repro gets)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="intra-op threads (default 1: what each seed's process of the default dvc repro gets)",
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     print(f"{torch.get_num_threads()} intra-op thread(s)")
@@ -134,8 +157,10 @@ def main() -> None:
         got = paired_round(batches, args.warmup)
         pairs += got
         round_ratios.append(statistics.median(p / lt for p, lt, _ in got))
-        print(f"round {r}: plain {statistics.median(p for p, _, _ in got) * 1e3:.2f} ms/step, lightning "
-              f"{statistics.median(lt for _, lt, _ in got) * 1e3:.2f} ms/step, paired ratio {round_ratios[-1]:.3f}")
+        print(
+            f"round {r}: plain {statistics.median(p for p, _, _ in got) * 1e3:.2f} ms/step, lightning "
+            f"{statistics.median(lt for _, lt, _ in got) * 1e3:.2f} ms/step, paired ratio {round_ratios[-1]:.3f}"
+        )
     by_order = {first: statistics.median(p / lt for p, lt, f in pairs if f == first) for first in (True, False)}
     print(f"RESULT plain_ms_per_step {statistics.median(p for p, _, _ in pairs) * 1e3:.3f}")
     print(f"RESULT lightning_ms_per_step {statistics.median(lt for _, lt, _ in pairs) * 1e3:.3f}")

@@ -8,6 +8,7 @@ the headline is the whole pipeline's wall time.
     python bench/pipeline_time.py                       # the default params.yaml
     python bench/pipeline_time.py --scale smoke --rows base --seeds 1 2
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,8 +30,9 @@ def copy_project(dst: Path, **params) -> Path:
     """The project's files as git sees them (tracked, and untracked but not ignored) copied into `dst`, a fresh git
     repository, with `params` written over params.yaml: never the developer's own data or runs. The DVC tests use
     it too (tests/conftest.py)."""
-    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, capture_output=True,
-                            text=True, check=True).stdout.splitlines()
+    listed = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout.splitlines()
     for rel in listed:
         if (REPO / rel).is_file():
             (dst / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -44,8 +46,14 @@ def copy_project(dst: Path, **params) -> Path:
 def stage_order(repo: Path, env: dict[str, str]) -> list[str]:
     """Stage names as dvc.yaml lists them, matrix entries expanded: a valid order, since each stage of dvc.yaml
     depends only on stages above it."""
-    out = subprocess.run([sys.executable, "-m", "dvc", "stage", "list", "--name-only"], cwd=repo, env=env,
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "dvc", "stage", "list", "--name-only"],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return [line.strip() for line in out.splitlines() if line.strip()]
 
 
@@ -56,8 +64,12 @@ def main() -> None:
     parser.add_argument("--seeds", nargs="+", type=int, help="override params.yaml seeds")
     parser.add_argument("--keep", action="store_true", help="keep the temporary copy and print its path")
     args = parser.parse_args()
-    env = dict(os.environ, WANDB_MODE=os.environ.get("WANDB_MODE", "offline"), WANDB_SILENT="true",
-               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    env = dict(
+        os.environ,
+        WANDB_MODE=os.environ.get("WANDB_MODE", "offline"),
+        WANDB_SILENT="true",
+        PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+    )
     tmp = Path(tempfile.mkdtemp(prefix="aiayn-pipeline-time-"))
     try:
         given = {k: v for k, v in (("scale", args.scale), ("rows", args.rows), ("seeds", args.seeds)) if v}
@@ -66,13 +78,25 @@ def main() -> None:
         seconds: dict[str, float] = {}
         for name in stage_order(tmp, env):
             start = time.perf_counter()
-            subprocess.run([sys.executable, "-m", "dvc", "repro", "--single-item", name], cwd=tmp, env=env,
-                           check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            subprocess.run(
+                [sys.executable, "-m", "dvc", "repro", "--single-item", name],
+                cwd=tmp,
+                env=env,
+                check=True,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
             seconds[name] = time.perf_counter() - start
             print(f"{name:30s} {seconds[name]:8.1f} s", flush=True)
         start = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "dvc", "repro"], cwd=tmp, env=env, check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(
+            [sys.executable, "-m", "dvc", "repro"],
+            cwd=tmp,
+            env=env,
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         noop = time.perf_counter() - start
         total = sum(seconds.values())
         kinds: dict[str, float] = defaultdict(float)

@@ -5,6 +5,7 @@ batches and take Adam steps in the same run, alternating step by step; the headl
 of torch's step time over ours, so load from other processes on the machine hurts both alike.
 Run: python bench/train_throughput.py [--shape tiny|base|both] [--steps N] [--rounds R] [--dropout P]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -46,8 +47,9 @@ class TorchReference(nn.Module):
         src_pad, tgt_pad = src == PAD, tgt_in == PAD
         causal = nn.Transformer.generate_square_subsequent_mask(tgt_in.size(1), dtype=torch.bool)
         memory = self.encoder(self._embed(src), src_key_padding_mask=src_pad)
-        x = self.decoder(self._embed(tgt_in), memory, tgt_mask=causal, tgt_key_padding_mask=tgt_pad,
-                         memory_key_padding_mask=src_pad)
+        x = self.decoder(
+            self._embed(tgt_in), memory, tgt_mask=causal, tgt_key_padding_mask=tgt_pad, memory_key_padding_mask=src_pad
+        )
         return self.embedding.project(x)
 
 
@@ -57,8 +59,9 @@ def copy_weights(ours: Transformer, ref: TorchReference) -> None:
         for o, r in zip(ours.encoder, ref.encoder.layers):
             _copy_layer(o, r, {"self_attn": "self_attn"}, ("res_attn", "res_ffn"))
         for o, r in zip(ours.decoder, ref.decoder.layers):
-            _copy_layer(o, r, {"self_attn": "self_attn", "cross_attn": "multihead_attn"},
-                        ("res_self", "res_cross", "res_ffn"))
+            _copy_layer(
+                o, r, {"self_attn": "self_attn", "cross_attn": "multihead_attn"}, ("res_self", "res_cross", "res_ffn")
+            )
 
 
 def _copy_layer(ours: nn.Module, ref: nn.Module, attention: dict[str, str], residuals: tuple[str, ...]) -> None:
@@ -132,16 +135,23 @@ def bench_shape(name: str, steps: int, rounds: int, dropout: float) -> float:
     ratios = [t / o for o, t in zip(seconds["ours"], seconds["torch"])]
     ratio = statistics.median(ratios)
     q1, _, q3 = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else (ratio,) * 3
-    print(f"[{name}] ours {speed['ours']:.0f} tok/s, torch.nn.Transformer {speed['torch']:.0f} tok/s, "
-          f"median per-step ratio ours/torch {ratio:.3f} over {len(ratios)} step pairs (quartiles {q1:.3f}-{q3:.3f})")
+    print(
+        f"[{name}] ours {speed['ours']:.0f} tok/s, torch.nn.Transformer {speed['torch']:.0f} tok/s, "
+        f"median per-step ratio ours/torch {ratio:.3f} over {len(ratios)} step pairs (quartiles {q1:.3f}-{q3:.3f})"
+    )
     return ratio
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shape", choices=["tiny", "base", "both"], default="both")
-    parser.add_argument("--steps", type=int, default=0, help="distinct timed batches (default: 8 tiny, 4 base: 12 step pairs at base, where 6 read "
-                             "anywhere from 0.92 to 1.0 on a shared machine)")
+    parser.add_argument(
+        "--steps",
+        type=int,
+        default=0,
+        help="distinct timed batches (default: 8 tiny, 4 base: 12 step pairs at base, where 6 read "
+        "anywhere from 0.92 to 1.0 on a shared machine)",
+    )
     parser.add_argument("--rounds", type=int, default=3, help="passes over the timed batches")
     parser.add_argument("--dropout", type=float, default=0.1)
     args = parser.parse_args()

@@ -2,6 +2,7 @@
 
 By hand: python pipeline/aggregate.py 'aggregate.rows=[base,A1]' 'aggregate.seeds=[1,2,3]'
 """
+
 from omegaconf import DictConfig
 
 from aiayn.config import prepare

@@ -2,6 +2,7 @@
 
 By hand: python pipeline/bpe.py data.vocab_size=4000
 """
+
 from omegaconf import DictConfig
 
 from aiayn.config import prepare

@@ -5,6 +5,7 @@ row's seeds on params.yaml's launcher, as for train.
 
 By hand: python pipeline/evaluate.py row=A1 seed=2 decode=greedy
 """
+
 from omegaconf import DictConfig
 
 from aiayn.config import prepare

@@ -2,6 +2,7 @@
 
 By hand: python pipeline/fetch.py data=synthetic   (or data=local data.path=..., data=wmt14_en_de)
 """
+
 from omegaconf import DictConfig
 
 from aiayn.config import prepare

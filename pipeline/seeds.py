@@ -5,6 +5,7 @@ train@{row} and evaluate@{row} depend on their row's file and run its seeds (see
 on a params key that is absent (`extra_seeds.A1` before any seed is added), hence a file per row rather than a
 per-row params key. No Hydra config: params.yaml is all it reads. By hand: python pipeline/seeds.py
 """
+
 from __future__ import annotations
 
 from aiayn.config.params import write_seed_lists

@@ -5,6 +5,7 @@ DVC runs `python pipeline/train.py hydra/launcher=parallel row=A1 seeds_from=see
 the row's seeds, one stage per row (a Python start-up with Lightning costs seconds); a seed whose run already
 finished is skipped. By hand: python pipeline/train.py row=A1 seed=2     Sweep: python pipeline/train.py -m seed=1,2,3
 """
+
 from omegaconf import DictConfig
 
 from aiayn.config import prepare

@@ -6,6 +6,7 @@ Each job decodes the dev split only and writes decode_tuning/{row}/seed{seed}/be
 folder's chosen.json, table.md and decode/tuned.yaml always reflect every setting written so far.
 Use the choice: python pipeline/evaluate.py row=base seed=1 --config-dir decode_tuning/base/seed1 decode=tuned
 """
+
 from omegaconf import DictConfig
 
 from aiayn.config import prepare

@@ -1,4 +1,5 @@
 """Shared fixtures: where ../shared lives (tests that need it skip cleanly when it is absent)."""
+
 from __future__ import annotations
 
 import os

@@ -5,6 +5,7 @@ every torch call and counts the ones whose result the host must read: a tensor t
 nonzero, or indexing by a boolean mask (its result's size depends on the data); and, as uploads, tensors made
 from host data (`torch.tensor`), which on a GPU is a copy that waits for the device before it starts.
 """
+
 from __future__ import annotations
 
 import torch
@@ -12,8 +13,20 @@ from torch import Tensor
 from torch.overrides import TorchFunctionMode
 
 UPLOADS = {"tensor", "as_tensor"}
-READS = {"item", "tolist", "__bool__", "__int__", "__float__", "__index__", "nonzero", "numpy", "masked_select",
-         "unique", "unique_consecutive", "argwhere"}
+READS = {
+    "item",
+    "tolist",
+    "__bool__",
+    "__int__",
+    "__float__",
+    "__index__",
+    "nonzero",
+    "numpy",
+    "masked_select",
+    "unique",
+    "unique_consecutive",
+    "argwhere",
+}
 
 
 def _has_bool_tensor(value) -> bool:
@@ -38,8 +51,11 @@ class HostReads(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         name = getattr(func, "__name__", str(func))
-        index_by_mask = name in ("__getitem__", "__setitem__", "index_put_", "index_put") and len(args) > 1 \
+        index_by_mask = (
+            name in ("__getitem__", "__setitem__", "index_put_", "index_put")
+            and len(args) > 1
             and _has_bool_tensor(args[1])
+        )
         if name in READS or name in UPLOADS or index_by_mask:
             self.names.append(name)
         return func(*args, **(kwargs or {}))

@@ -1,4 +1,5 @@
 """Counted model FLOPs: a hand-computed tiny model, and exact scaling of the FFN term."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,6 +1,7 @@
 """bench/gpu_check.sh, the one prepared script of the GPU checks, run here on CPU (`--dry-run`): GPU minutes come
 a few at a time (15 a session, the machine's start included), too scarce to find a shell slip, a missing package
 or a part that cannot be resumed there."""
+
 from __future__ import annotations
 
 import os
@@ -13,7 +14,8 @@ import pytest
 # The project's dependencies that the GPU machine's image lacks (the device tool's KINDS.md lists what it has:
 # torch, lightning, numpy, scipy, pyyaml, sacrebleu, sentencepiece, ...): the GPU scripts must run without them.
 NOT_ON_THE_GPU_IMAGE = ("hydra", "hydra_plugins", "omegaconf", "wandb", "dvc", "sacremoses", "submitit", "ruamel")
-BLOCKER = f'''"""Makes this Python look like the GPU image: these packages cannot be imported (tests/test_gpu_check.py)."""
+BLOCKER = f'''"""Makes this Python look like the GPU image: these packages cannot be imported
+(tests/test_gpu_check.py)."""
 import importlib.abc
 import sys
 
@@ -41,8 +43,14 @@ def gpu_image_env(tmp_path):
 
 
 def gpu_check(repo_root: Path, env: dict, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", "bench/gpu_check.sh", "--dry-run", *args], cwd=repo_root, env=env,
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        ["bash", "bench/gpu_check.sh", "--dry-run", *args],
+        cwd=repo_root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def results(out: subprocess.CompletedProcess) -> list[tuple[str, str]]:
@@ -55,8 +63,13 @@ def test_the_gpu_scripts_import_with_only_what_the_gpu_image_has(repo_root, gpu_
     ok = subprocess.run([sys.executable, "-c", code], cwd=repo_root, env=env, capture_output=True, text=True)
     assert ok.returncode == 0 and "imported" in ok.stdout, ok.stderr[-2000:]
     # the blocker blocks: the pipeline's own modules do need what the image lacks
-    refused = subprocess.run([sys.executable, "-c", "import aiayn.config.composition"], cwd=repo_root, env=env,
-                             capture_output=True, text=True)
+    refused = subprocess.run(
+        [sys.executable, "-c", "import aiayn.config.composition"],
+        cwd=repo_root,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert refused.returncode != 0 and "not on the GPU image" in refused.stderr
 
 
@@ -98,8 +111,13 @@ def test_the_whole_flow_runs_on_cpu_without_what_the_gpu_image_lacks(repo_root, 
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
     names = [name for name, _ in results(out)]
     assert names[-4:] == ["mfu_base", "mfu_big", "decode_newstest_s", "mfu_base"]
-    assert {"mfu_base_eager", "mfu_base_compiled", "mfu_base_chunked", "mfu_base_cudagraphs",
-            "decode_newstest_s_compact1"} <= set(names)
+    assert {
+        "mfu_base_eager",
+        "mfu_base_compiled",
+        "mfu_base_chunked",
+        "mfu_base_cudagraphs",
+        "decode_newstest_s_compact1",
+    } <= set(names)
     parts = ["base", "big", "decode", "base_compiled", "base_chunked", "decode_compact1", "base_cudagraphs"]
     assert f"parts done: {' '.join(parts)}" in out.stdout
     files = {p.name for p in (tmp_path / "out").iterdir() if p.is_file()}

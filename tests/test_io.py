@@ -1,4 +1,5 @@
 """aiayn.io: reading sentence files line by line."""
+
 from __future__ import annotations
 
 from aiayn.io import read_lines

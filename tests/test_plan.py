@@ -1,4 +1,5 @@
 """`python -m aiayn.plan`: counted FLOPs and device-hours of a configured pipeline, before anything runs."""
+
 from __future__ import annotations
 
 import pytest
@@ -84,7 +85,8 @@ def test_a_gpu_measurement_rewrites_one_entry_and_keeps_the_comments(tmp_path):
     assert after["H200"]["base"] == {"mfu": 0.412, "measured": "2026-12-02, bench/gpu_check.sh"}
     assert after["A100"]["big"]["mfu"] == 0.5 and after["A100"]["base"] == before["A100"]["base"]
     assert {k: v for k, v in after.items() if k not in ("H200", "A100")} == {
-        k: v for k, v in before.items() if k not in ("H200", "A100")}
+        k: v for k, v in before.items() if k not in ("H200", "A100")
+    }
     comments = [line for line in TABLE.read_text().splitlines() if line.lstrip().startswith("#")]
     assert comments and all(line in table.read_text() for line in comments)
     with pytest.raises(KeyError, match="TPU v5"):

@@ -1,4 +1,5 @@
 """Plain progress lines: rate, elapsed, ETA, at most one per interval and one at the end."""
+
 from __future__ import annotations
 
 import logging

@@ -1,4 +1,5 @@
 """`python -m aiayn.rows`: every row listed, parameter differences from base as in the paper's Table 3."""
+
 from __future__ import annotations
 
 import json
@@ -30,6 +31,7 @@ def test_differences_from_base_match_the_paper_within_1m(paper_rows) -> None:
 
 def test_the_papers_wide_rows_imply_different_vocabularies() -> None:
     """C5 (+103M) and big (+148M) cannot both hold for one vocabulary: documents why we do not match both."""
+
     def delta(model: dict, vocab: int) -> float:
         base = dict(n_layers=6, d_model=512, d_ff=2048, n_heads=8, d_k=64, d_v=64)
         return (count_parameters({**base, **model}, vocab) - count_parameters(base, vocab)) / 1e6
@@ -58,6 +60,7 @@ def test_example_ablations_are_listed_with_their_changes_and_parameter_counts(pa
     assert examples["X_untied"]["delta_params_m"] == round(2 * 37000 * 512 / 1e6, 2)  # two more V x D matrices
     assert examples["X_gelu"]["delta_params_m"] == 0 and examples["X_gelu"]["activation"] == "gelu"
     assert examples["X_warmup8k"]["warmup_steps"] == 8000 and examples["X_warmup8k"]["changes"] == {
-        "train.warmup_steps": 8000}
+        "train.warmup_steps": 8000
+    }
     assert all(r["paper_params_m"] is None and r["tables"] == ["table3"] for r in examples.values())
-    assert list(paper_rows)[-len(examples):] == sorted(examples)  # user rows after the paper's
+    assert list(paper_rows)[-len(examples) :] == sorted(examples)  # user rows after the paper's

@@ -1,6 +1,7 @@
 """aiayn.runspec: one place decides which run a folder holds. Folder names from the variant (a checkpoint cadence
 only where the row averages), the code a training run executes found from its imports (comments and docstrings
 aside), the encoded data's digest, the wandb id; and a file name changed there moves every writer and reader."""
+
 from __future__ import annotations
 
 import json
@@ -24,19 +25,30 @@ def test_folders_name_the_variant_and_a_cadence_only_where_the_row_averages():
     assert c1.run_dir == Path("runs/C1/lr_factor=2/seed1")  # C1 averages nothing: its cadence changes no number
     assert RunSpec.for_row("C1", 2, {}, runs="r", evals="e").eval_dir == Path("e/C1/seed2")
     assert RunSpec.for_row("base", 1, {"row.average_last": 0, "train.keep_last": 2}, 5).run_dir == Path(
-        "runs/base/seed1")  # the variant turns base's averaging off: keep_last no longer matters
+        "runs/base/seed1"
+    )  # the variant turns base's averaging off: keep_last no longer matters
     assert base.name("train") == "base-lr_factor=2,snapshot_every_steps=3-s1" and c1.name("eval") == (
-        "C1-lr_factor=2,beam_size=8-s1")
-    assert base.shown(base.eval_dir / runspec.EVAL) == "runs/base/lr_factor=2,snapshot_every_steps=3,beam_size=8/" \
-                                                        "seed1/eval.json"
+        "C1-lr_factor=2,beam_size=8-s1"
+    )
+    assert (
+        base.shown(base.eval_dir / runspec.EVAL) == "runs/base/lr_factor=2,snapshot_every_steps=3,beam_size=8/"
+        "seed1/eval.json"
+    )
 
 
 def test_the_training_code_is_what_the_train_stage_imports():
     """The modules the old hand-kept list missed (the encoded-data reader and the tokenizer) are found, and so is a
     module imported inside a function (the chunked loss); those that change no number are left out."""
     modules = imported_modules(TRAIN_ENTRY)
-    assert {"aiayn.data.binary", "aiayn.data.tokenizer", "aiayn.data.datamodule", "aiayn.model.transformer",
-            "aiayn.train.module", "aiayn.train.loss", "aiayn.train.chunked_loss"} <= set(modules)
+    assert {
+        "aiayn.data.binary",
+        "aiayn.data.tokenizer",
+        "aiayn.data.datamodule",
+        "aiayn.model.transformer",
+        "aiayn.train.module",
+        "aiayn.train.loss",
+        "aiayn.train.chunked_loss",
+    } <= set(modules)
     assert not {"aiayn.tracking", "aiayn.progress", "aiayn.train.mfu", "aiayn.config.schema"} & set(modules)
 
 
@@ -75,8 +87,9 @@ def test_the_encoded_data_has_a_digest_of_its_own(tmp_path: Path):
     model = train_tokenizer([tmp_path / "train.src", tmp_path / "train.tgt"], tmp_path / "spm", vocab_size=60)
     from aiayn.data.tokenizer import Tokenizer
 
-    header = encode_split(Tokenizer(model), tmp_path / "train.src", tmp_path / "train.tgt", tmp_path / "train",
-                          tokenizer_path=model)
+    header = encode_split(
+        Tokenizer(model), tmp_path / "train.src", tmp_path / "train.tgt", tmp_path / "train", tokenizer_path=model
+    )
     assert split_sha256(tmp_path / "train") == header["sha256"]
     stored = json.loads((tmp_path / "train.json").read_text())
     del stored["sha256"]  # a header from before the digest: hashed when read, to the same value

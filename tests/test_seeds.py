@@ -1,6 +1,7 @@
 """python -m aiayn.seeds: the design's one extension from the pilot's plan, the params.yaml it leaves, and what it
 refuses (a second extension, --until-resolved). No training here: `dvc repro` is replaced by a stand-in;
 tests/pipeline/test_adaptive_seeds.py runs the real one."""
+
 from __future__ import annotations
 
 import csv
@@ -15,14 +16,27 @@ from aiayn.seeds import COLUMNS, main, new_seeds, plan_extension, planned_seeds,
 
 
 def line(row: str, test: str, planned: int | None, verdict: str = "unresolved") -> dict[str, str]:
-    return {"row": row, "seeds_planned": "" if planned is None else str(planned), "test": test,
-            "expected_delta_bleu": "-0.1" if test == "equivalence" else "-1.2", "margin_bleu": "0.5",
-            "planning_sd": "0.41", "family_level": "0.9974", "verdict": verdict}
+    return {
+        "row": row,
+        "seeds_planned": "" if planned is None else str(planned),
+        "test": test,
+        "expected_delta_bleu": "-0.1" if test == "equivalence" else "-1.2",
+        "margin_bleu": "0.5",
+        "planning_sd": "0.41",
+        "family_level": "0.9974",
+        "verdict": verdict,
+    }
 
 
-TABLE = [line("base", "", None, ""), line("A1", "difference", 5), line("A2", "equivalence", None),
-         line("B1", "difference", 3, "reproduced"), line("C1", "difference", 2), line("C3", "difference", 12),
-         line("A3", "equivalence", 8)]
+TABLE = [
+    line("base", "", None, ""),
+    line("A1", "difference", 5),
+    line("A2", "equivalence", None),
+    line("B1", "difference", 3, "reproduced"),
+    line("C1", "difference", 2),
+    line("C3", "difference", 12),
+    line("A3", "equivalence", 8),
+]
 SEEDS = {row: [1, 2, 3] for row in ("base", "A1", "A2", "B1", "C1", "C3", "A3")}
 
 
@@ -41,7 +55,9 @@ def test_the_plan_ignores_every_verdict():
     """The same plans with every verdict flipped give the same extension: nothing is added because a row is (or
     is not) resolved yet, which is what kept the old --until-resolved from its promise."""
     flipped = [dict(r, verdict="reproduced" if r["verdict"] == "unresolved" else "unresolved") for r in TABLE]
-    assert plan_extension(planned_seeds(flipped), SEEDS, 10).adds == plan_extension(planned_seeds(TABLE), SEEDS, 10).adds
+    assert (
+        plan_extension(planned_seeds(flipped), SEEDS, 10).adds == plan_extension(planned_seeds(TABLE), SEEDS, 10).adds
+    )
 
 
 def test_new_seeds_fill_the_smallest_gaps():
@@ -66,9 +82,11 @@ def write_table(path: Path, lines: list[dict[str, str]]) -> None:
 
 def test_one_extension_edits_params_runs_repro_and_a_second_is_refused(project: Path, capsys):
     table, params = project / "results" / "table3.csv", project / "params.yaml"
-    final = ("import csv, sys; w = csv.writer(open(sys.argv[1], 'w', newline='')); w.writerows(["
-             f"{list(COLUMNS)!r}, ['A1', '5', 'difference', '-1.2', '0.5', '0.4', '0.99', 'reproduced'], "
-             "['A3', '8', 'equivalence', '', '0.5', '0.4', '0.99', 'unresolved']])")
+    final = (
+        "import csv, sys; w = csv.writer(open(sys.argv[1], 'w', newline='')); w.writerows(["
+        f"{list(COLUMNS)!r}, ['A1', '5', 'difference', '-1.2', '0.5', '0.4', '0.99', 'reproduced'], "
+        "['A3', '8', 'equivalence', '', '0.5', '0.4', '0.99', 'unresolved']])"
+    )
     plan = run(params, table, dry=False, repro=(sys.executable, "-c", final, str(table)))
     assert plan.adds == {"base": [4, 5, 6, 7, 8], "A1": [4, 5], "A3": [4, 5, 6, 7, 8]}
     assert read_extra_seeds(params) == plan.adds

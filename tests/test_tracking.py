@@ -1,4 +1,5 @@
 """wandb runs: only rank zero of a distributed job opens one."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,12 +1,13 @@
 """The installed packages satisfy pyproject.toml's floors and bounds, and the features each floor exists for are
 there (a floor that no longer matches what the code uses fails here, not in a user's run)."""
+
 from __future__ import annotations
 
 import importlib.metadata
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 from packaging.requirements import Requirement
 
 REPO = Path(__file__).resolve().parents[1]
@@ -27,8 +28,11 @@ def feature_lightning() -> bool:
     from lightning.pytorch.callbacks import ModelCheckpoint
 
     ckpt = ModelCheckpoint()
-    return (hasattr(ckpt, "_defer_save_until_validation") and hasattr(ckpt, "_save_topk_checkpoint")
-            and hasattr(ckpt, "_save_last_checkpoint"))
+    return (
+        hasattr(ckpt, "_defer_save_until_validation")
+        and hasattr(ckpt, "_save_topk_checkpoint")
+        and hasattr(ckpt, "_save_last_checkpoint")
+    )
 
 
 def feature_wandb() -> bool:
@@ -57,9 +61,15 @@ def feature_hydra() -> bool:
     return callable(get_gh_backup) and callable(restore_gh_from_backup)
 
 
-FEATURES = {"torch": feature_torch, "lightning": feature_lightning, "wandb": feature_wandb,
-            "sacrebleu": feature_sacrebleu, "protobuf": feature_protobuf, "sentencepiece": feature_protobuf,
-            "hydra-core": feature_hydra}
+FEATURES = {
+    "torch": feature_torch,
+    "lightning": feature_lightning,
+    "wandb": feature_wandb,
+    "sacrebleu": feature_sacrebleu,
+    "protobuf": feature_protobuf,
+    "sentencepiece": feature_protobuf,
+    "hydra-core": feature_hydra,
+}
 
 
 @pytest.mark.parametrize("name", sorted(requirements()))

@@ -1,9 +1,10 @@
-"""A run's learning curve (aiayn.runspec.CURVE in its run folder): its columns, written by the train stage (CurveWriter) and
-read by the aggregate stage (tables, plots, `dvc plots`), declared once here.
+"""A run's learning curve (aiayn.runspec.CURVE in its run folder): its columns, written by the train stage
+(CurveWriter) and read by the aggregate stage (tables, plots, `dvc plots`), declared once here.
 
 Each column is a metric key as the LightningModule and callbacks log it ("train/lr"), with "/" written as "_"
 ("train_lr"), one line per logged step; validation columns are filled only on validation steps.
 """
+
 from __future__ import annotations
 
 import csv
@@ -44,9 +45,10 @@ def read_curve(path: Path) -> dict[str, list[float]]:
     leaves gaps."""
     with open(path, newline="", encoding="utf-8") as f:
         reader = csv.DictReader(f)
-        if "step" not in (reader.fieldnames or []):
+        fields = reader.fieldnames or []
+        if "step" not in fields:
             raise ValueError(f"{path}: no 'step' column; expected {list(COLUMNS)}")
-        columns: dict[str, list[float]] = {c: [] for c in COLUMNS if c in reader.fieldnames}
+        columns: dict[str, list[float]] = {c: [] for c in COLUMNS if c in fields}
         for line_no, line in enumerate(reader, start=2):
             for name, values in columns.items():
                 cell = (line.get(name) or "").strip()

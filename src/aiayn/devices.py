@@ -1,8 +1,10 @@
 """The measured-speed table behind `python -m aiayn.plan` (aiayn/devices.yaml), read and updated.
 
 `record` needs only the standard library (and aiayn.io, which needs no more), so bench/gpu_check.sh can update the
-table on a GPU machine that has nothing but torch: it rewrites one `<size>: {...}` line inside one device's block and keeps every comment.
+table on a GPU machine that has nothing but torch: it rewrites one `<size>: {...}` line inside one device's block and
+keeps every comment.
 """
+
 from __future__ import annotations
 
 import re

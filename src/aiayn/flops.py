@@ -7,6 +7,7 @@ sqrt(d_model) scaling (elementwise, O(d_model) per token against O(d_model^2) fo
 Attention products use the full sequence length L per query, as a masked training pass computes them
 (the decoder's causal mask zeroes about half of its self-attention products but does not skip them).
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -33,15 +34,31 @@ def _scores_and_values(n_heads: int, d_k: int, d_v: int, length: float) -> float
 
 
 def forward_flops_per_token(
-    n_layers: int, d_model: int, d_ff: int, n_heads: int, d_k: int, d_v: int,
-    vocab_size: int, src_len: float, tgt_len: float,
+    n_layers: int,
+    d_model: int,
+    d_ff: int,
+    n_heads: int,
+    d_k: int,
+    d_v: int,
+    vocab_size: int,
+    src_len: float,
+    tgt_len: float,
 ) -> dict[str, float]:
     """Forward FLOPs by component: `per_src_token` (encoder + the decoder's K/V of memory) and `per_tgt_token`.
 
     `src_len`/`tgt_len` are the (average) sentence lengths in tokens that the attention products depend on.
     """
-    sizes = dict(n_layers=n_layers, d_model=d_model, d_ff=d_ff, n_heads=n_heads, d_k=d_k, d_v=d_v,
-                 vocab_size=vocab_size, src_len=src_len, tgt_len=tgt_len)
+    sizes = dict(
+        n_layers=n_layers,
+        d_model=d_model,
+        d_ff=d_ff,
+        n_heads=n_heads,
+        d_k=d_k,
+        d_v=d_v,
+        vocab_size=vocab_size,
+        src_len=src_len,
+        tgt_len=tgt_len,
+    )
     for name, value in sizes.items():
         if not value > 0:
             raise ValueError(f"{name} must be positive, got {value!r}")
@@ -53,24 +70,30 @@ def forward_flops_per_token(
         # Each decoder layer projects the encoder output to K and V once per source token.
         "cross_kv": n_layers * 2 * d_model * n_heads * (d_k + d_v),
         "decoder_self_attention": n_layers * (self_proj + _scores_and_values(n_heads, d_k, d_v, tgt_len)),
-        "decoder_cross_attention": n_layers * (
-            2 * d_model * n_heads * d_k + 2 * n_heads * d_v * d_model
-            + _scores_and_values(n_heads, d_k, d_v, src_len)
-        ),
+        "decoder_cross_attention": n_layers
+        * (2 * d_model * n_heads * d_k + 2 * n_heads * d_v * d_model + _scores_and_values(n_heads, d_k, d_v, src_len)),
         "decoder_ffn": n_layers * ffn,
         "output_projection": 2 * d_model * vocab_size,
     }
     parts["encoder"] = parts["encoder_self_attention"] + parts["encoder_ffn"]
-    parts["decoder"] = (parts["decoder_self_attention"] + parts["decoder_cross_attention"]
-                        + parts["decoder_ffn"] + parts["output_projection"])
+    parts["decoder"] = (
+        parts["decoder_self_attention"]
+        + parts["decoder_cross_attention"]
+        + parts["decoder_ffn"]
+        + parts["output_projection"]
+    )
     parts["per_src_token"] = parts["encoder"] + parts["cross_kv"]
     parts["per_tgt_token"] = parts["decoder"]
     return parts
 
 
 def training_flops(
-    model_cfg: Mapping[str, Any], vocab_size: int, tokens_src: float, tokens_tgt: float,
-    avg_src_len: float, avg_tgt_len: float,
+    model_cfg: Mapping[str, Any],
+    vocab_size: int,
+    tokens_src: float,
+    tokens_tgt: float,
+    avg_src_len: float,
+    avg_tgt_len: float,
 ) -> float:
     """Counted training FLOPs: 3 x forward (forward + backward) over the source and target tokens seen."""
     missing = [k for k in MODEL_KEYS if k not in model_cfg]
@@ -80,6 +103,8 @@ def training_flops(
         raise ValueError(f"token counts must be >= 0, got src={tokens_src}, tgt={tokens_tgt}")
     per = forward_flops_per_token(
         **{k: int(model_cfg[k]) for k in MODEL_KEYS},
-        vocab_size=vocab_size, src_len=avg_src_len, tgt_len=avg_tgt_len,
+        vocab_size=vocab_size,
+        src_len=avg_src_len,
+        tgt_len=avg_tgt_len,
     )
     return float(TRAIN_TO_FORWARD * (tokens_src * per["per_src_token"] + tokens_tgt * per["per_tgt_token"]))

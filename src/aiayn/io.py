@@ -1,5 +1,6 @@
 """Atomic file writes: a temporary file in the same folder, then `os.replace`, so a crash never leaves half a file;
 a full disk during one ends with a DiskFullError naming the file, what it needed and what is free."""
+
 from __future__ import annotations
 
 import errno
@@ -7,9 +8,10 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 # A training run's numbers do not depend on this module (atomic writes of its files; what it reads is hashed as
 # data): aiayn.runspec leaves it out of the run's fingerprint, so editing it does not retrain.
@@ -23,14 +25,22 @@ class DiskFullError(OSError):
     def __init__(self, path: Path | str, needed: int | None = None, written: int | None = None) -> None:
         path = Path(path)
         free = free_bytes(path)
-        need = (f"needs {needed:,} bytes" if needed is not None
-                else f"needs more than the {written:,} bytes written" if written else "needs more space")
-        super().__init__(errno.ENOSPC, f"no space left on the device writing {path}: {need}, "
-                                       f"{free:,} bytes free there; free space and rerun (finished work is kept)")
+        need = (
+            f"needs {needed:,} bytes"
+            if needed is not None
+            else f"needs more than the {written:,} bytes written"
+            if written
+            else "needs more space"
+        )
+        super().__init__(
+            errno.ENOSPC,
+            f"no space left on the device writing {path}: {need}, "
+            f"{free:,} bytes free there; free space and rerun (finished work is kept)",
+        )
         self.path, self.needed, self.free = path, needed, free
 
     def __str__(self) -> str:
-        return self.strerror
+        return self.strerror or ""
 
 
 def free_bytes(path: Path) -> int:

@@ -10,6 +10,7 @@ hours on the device from the measured speed per device and model size in aiayn/d
 bench/gpu_check.sh updates on a GPU; an unmeasured entry is printed as an estimate). Counted FLOPs are exact
 for the configured shapes; hours are as good as the speed entry behind them.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -55,8 +56,12 @@ def corpus(data: str, vocab: int, bpe_dir: Path) -> dict[str, Any]:
     if raw.get("source") == data and stats.get("vocab_size") == vocab:
         splits = stats["splits"]
         train = splits["train"]
-        return dict(lengths=(train["src_tokens"] / train["n"], train["tgt_tokens"] / train["n"]),
-                    dev=splits["valid"]["n"], test=splits["test"]["n"], measured=True)
+        return dict(
+            lengths=(train["src_tokens"] / train["n"], train["tgt_tokens"] / train["n"]),
+            dev=splits["valid"]["n"],
+            test=splits["test"]["n"],
+            measured=True,
+        )
     return {**CORPORA.get(data, CORPORA["local"]), "measured": False}
 
 
@@ -75,8 +80,9 @@ class Speed:
     source: str
 
 
-def speed(device: str, model: dict[str, Any], vocab: int, lengths: tuple[float, float],
-          table: dict[str, Any] | None = None) -> Speed:
+def speed(
+    device: str, model: dict[str, Any], vocab: int, lengths: tuple[float, float], table: dict[str, Any] | None = None
+) -> Speed:
     """The rate for `model` on `device`: the MFU measured at base and big, log-interpolated between them by FLOPs
     per token, times the dense peak; CPU: its measured sustained rate."""
     table = device_table() if table is None else table
@@ -91,13 +97,18 @@ def speed(device: str, model: dict[str, Any], vocab: int, lengths: tuple[float, 
     mfu = entry["base"]["mfu"] + t * (entry["big"]["mfu"] - entry["base"]["mfu"])
     measured = "measured" in entry["base"] and "measured" in entry["big"]
     peak = entry["peak_tflops"] * 1e12
-    return Speed(mfu * peak, entry["decode_mfu"] * peak, measured,
-                 entry["base"].get("measured", "estimate") if measured else "estimate (not measured)")
+    return Speed(
+        mfu * peak,
+        entry["decode_mfu"] * peak,
+        measured,
+        entry["base"].get("measured", "estimate") if measured else "estimate (not measured)",
+    )
 
 
 def _parts(model: dict[str, Any], vocab: int, lengths: tuple[float, float]) -> dict[str, float]:
-    return forward_flops_per_token(**{k: int(model[k]) for k in MODEL_KEYS}, vocab_size=vocab,
-                                   src_len=lengths[0], tgt_len=lengths[1])
+    return forward_flops_per_token(
+        **{k: int(model[k]) for k in MODEL_KEYS}, vocab_size=vocab, src_len=lengths[0], tgt_len=lengths[1]
+    )
 
 
 def _per_token(model: dict[str, Any], vocab: int, lengths: tuple[float, float]) -> float:
@@ -105,15 +116,15 @@ def _per_token(model: dict[str, Any], vocab: int, lengths: tuple[float, float]) 
     return parts["per_src_token"] + parts["per_tgt_token"]
 
 
-def decode_flops(model: dict[str, Any], vocab: int, lengths: tuple[float, float], sentences: int,
-                 beam: int) -> float:
+def decode_flops(model: dict[str, Any], vocab: int, lengths: tuple[float, float], sentences: int, beam: int) -> float:
     """Beam search over `sentences`: the encoder once per sentence, the decoder once per output token and beam."""
     parts = _parts(model, vocab, lengths)
     return sentences * (lengths[0] * parts["per_src_token"] + beam * lengths[1] * parts["per_tgt_token"])
 
 
-def plan(params: dict[str, Any], device: str, bpe_dir: Path = Path("data/bpe"),
-         source: str = "params.yaml") -> dict[str, Any]:
+def plan(
+    params: dict[str, Any], device: str, bpe_dir: Path = Path("data/bpe"), source: str = "params.yaml"
+) -> dict[str, Any]:
     """One record per row (its seeds, steps, FLOPs, hours) and the totals, for params.yaml's values (`source`
     names them in errors)."""
     from aiayn.config import compose, prepare
@@ -135,17 +146,33 @@ def plan(params: dict[str, Any], device: str, bpe_dir: Path = Path("data/bpe"),
         decode = decode_flops(model, vocab, lengths, sentences, beam)
         rate = speed(device, model, vocab, lengths, table)
         hours = train / rate.train / 3600 + decode / rate.decode / 3600
-        records.append(dict(row=row, seeds=len(seeds[row]), steps=int(cfg.train.max_steps),
-                            batch_tokens=int(cfg.train.batch_tokens), train_flops=train, decode_flops=decode,
-                            hours_per_run=hours, hours=hours * len(seeds[row]), speed=rate.source,
-                            measured=rate.measured, lengths=lengths, lengths_measured=data["measured"]))
+        records.append(
+            dict(
+                row=row,
+                seeds=len(seeds[row]),
+                steps=int(cfg.train.max_steps),
+                batch_tokens=int(cfg.train.batch_tokens),
+                train_flops=train,
+                decode_flops=decode,
+                hours_per_run=hours,
+                hours=hours * len(seeds[row]),
+                speed=rate.source,
+                measured=rate.measured,
+                lengths=lengths,
+                lengths_measured=data["measured"],
+            )
+        )
     # launcher=parallel runs a row's seeds side by side (the CPU rate above is one of three such processes):
     # the wall time is then the sum over rows of the slowest seed, not the device-hours
-    wall = sum(r["hours_per_run"] if params.get("launcher", "parallel") == "parallel" else r["hours"]
-               for r in records)
-    return dict(device=device, records=records, hours=sum(r["hours"] for r in records), wall_hours=wall,
-                launcher=params.get("launcher", "parallel"),
-                flops=sum((r["train_flops"] + r["decode_flops"]) * r["seeds"] for r in records))
+    wall = sum(r["hours_per_run"] if params.get("launcher", "parallel") == "parallel" else r["hours"] for r in records)
+    return dict(
+        device=device,
+        records=records,
+        hours=sum(r["hours"] for r in records),
+        wall_hours=wall,
+        launcher=params.get("launcher", "parallel"),
+        flops=sum((r["train_flops"] + r["decode_flops"]) * r["seeds"] for r in records),
+    )
 
 
 def apply_sets(params: dict[str, Any], sets: list[str]) -> dict[str, Any]:
@@ -171,36 +198,61 @@ def _fmt(x: float) -> str:
 
 def format_plan(result: dict[str, Any]) -> str:
     cols = ("row", "seeds", "steps", "batch", "train FLOPs", "decode FLOPs", "h / run", "h total")
-    body = [(r["row"], str(r["seeds"]), str(r["steps"]), str(r["batch_tokens"]), _fmt(r["train_flops"]),
-             _fmt(r["decode_flops"]), f"{r['hours_per_run']:.2f}", f"{r['hours']:.2f}") for r in result["records"]]
-    body.append(("total", str(sum(r["seeds"] for r in result["records"])), "", "", "", "",
-                 "", f"{result['hours']:.2f}"))
+    body = [
+        (
+            r["row"],
+            str(r["seeds"]),
+            str(r["steps"]),
+            str(r["batch_tokens"]),
+            _fmt(r["train_flops"]),
+            _fmt(r["decode_flops"]),
+            f"{r['hours_per_run']:.2f}",
+            f"{r['hours']:.2f}",
+        )
+        for r in result["records"]
+    ]
+    body.append(
+        ("total", str(sum(r["seeds"] for r in result["records"])), "", "", "", "", "", f"{result['hours']:.2f}")
+    )
     widths = [max(len(c), *(len(b[i]) for b in body)) for i, c in enumerate(cols)]
     lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(cols, widths)))]
     lines += ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(b, widths))) for b in body]
     first = result["records"][0] if result["records"] else None
     if first:
-        source = (f"measured speed: {first['speed']}" if first['measured'] else
-                  "an estimated speed (aiayn/devices.yaml has no measurement for it yet)")
-        lines.append(f"\n{result['device']} hours from {source}; counted FLOPs in all {result['flops']:.2e}; "
-                     f"sentence lengths "
-                     f"{first['lengths'][0]:.1f}/{first['lengths'][1]:.1f} tokens "
-                     f"({'measured from data/bpe' if first['lengths_measured'] else 'estimated for the corpus'}).")
+        source = (
+            f"measured speed: {first['speed']}"
+            if first["measured"]
+            else "an estimated speed (aiayn/devices.yaml has no measurement for it yet)"
+        )
+        lines.append(
+            f"\n{result['device']} hours from {source}; counted FLOPs in all {result['flops']:.2e}; "
+            f"sentence lengths "
+            f"{first['lengths'][0]:.1f}/{first['lengths'][1]:.1f} tokens "
+            f"({'measured from data/bpe' if first['lengths_measured'] else 'estimated for the corpus'})."
+        )
         if result["device"] == "CPU":
-            lines.append(f"On one machine with launcher={result['launcher']}: about "
-                         f"{result['wall_hours'] * 60:.0f} min of wall time for training and decoding (fetch, bpe "
-                         f"and aggregate not counted).")
+            lines.append(
+                f"On one machine with launcher={result['launcher']}: about "
+                f"{result['wall_hours'] * 60:.0f} min of wall time for training and decoding (fetch, bpe "
+                f"and aggregate not counted)."
+            )
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m aiayn.plan", description=__doc__.splitlines()[0])
     parser.add_argument("--params", default="params.yaml", help="the DVC params file (default: params.yaml)")
-    parser.add_argument("-S", "--set", dest="sets", action="append", default=[],
-                        help="a params.yaml value, as `dvc exp run -S`: scale=paper, 'rows=[base,big]', "
-                             "train.max_steps=1000")
-    parser.add_argument("--device", default=None, help="H200, H100, A100, V100 or CPU (default: CPU for trainer=cpu, "
-                                                       "else H200)")
+    parser.add_argument(
+        "-S",
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        help="a params.yaml value, as `dvc exp run -S`: scale=paper, 'rows=[base,big]', train.max_steps=1000",
+    )
+    parser.add_argument(
+        "--device", default=None, help="H200, H100, A100, V100 or CPU (default: CPU for trainer=cpu, else H200)"
+    )
     parser.add_argument("--bpe-dir", default="data/bpe", help="where to measure sentence lengths, when present")
     args = parser.parse_args(argv)
     try:

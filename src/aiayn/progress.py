@@ -3,6 +3,7 @@ prints nothing readable: "decode valid: 1200/3003 sentences (40%), 85.2/s, elaps
 
 A line at most every `every_s` seconds, and one at the end; done / total, the rate, elapsed time and the ETA.
 """
+
 from __future__ import annotations
 
 import logging
@@ -35,8 +36,9 @@ def on_terminal() -> bool:
 class Progress:
     """Counts work done towards `total` and logs a progress line at most every `every_s` seconds."""
 
-    def __init__(self, what: str, total: int | None, unit: str, every_s: float = 30.0,
-                 logger: logging.Logger = log) -> None:
+    def __init__(
+        self, what: str, total: int | None, unit: str, every_s: float = 30.0, logger: logging.Logger = log
+    ) -> None:
         self.what, self.total, self.unit, self.every_s, self.log = what, total, unit, every_s, logger
         self.done = 0
         self._t0 = self._last = time.perf_counter()
@@ -56,8 +58,16 @@ class Progress:
         elapsed = now - self._t0
         rate = self.done / max(elapsed, 1e-9)
         if self.total:
-            self.log.info("%s: %d/%d %s (%.0f%%), %.1f/s, elapsed %s, ETA %s", self.what, self.done, self.total,
-                          self.unit, 100 * self.done / self.total, rate, clock(elapsed),
-                          eta(self.done, self.total, elapsed))
+            self.log.info(
+                "%s: %d/%d %s (%.0f%%), %.1f/s, elapsed %s, ETA %s",
+                self.what,
+                self.done,
+                self.total,
+                self.unit,
+                100 * self.done / self.total,
+                rate,
+                clock(elapsed),
+                eta(self.done, self.total, elapsed),
+            )
         else:
             self.log.info("%s: %d %s, %.1f/s, elapsed %s", self.what, self.done, self.unit, rate, clock(elapsed))

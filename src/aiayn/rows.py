@@ -5,12 +5,14 @@
 The absolute counts depend on the vocabulary (the paper's exact one is unknown); each row's difference from base
 is what should match the paper's (Table 3 params column); see docs/departures.md#parameter-counts.
 """
+
 from __future__ import annotations
 
 import argparse
 import dataclasses
 import json
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -43,37 +45,55 @@ def changes(row: Any) -> dict[str, Any]:
     return {f"{group}.{k}": v for group in ROW_GROUPS for k, v in row[group].items() if v is not None}
 
 
-def describe_rows(scale: str, vocab_size: int, overrides: list[str] = ()) -> list[dict[str, Any]]:
+def describe_rows(scale: str, vocab_size: int, overrides: Sequence[str] = ()) -> list[dict[str, Any]]:
     """One record per row: its changes, the resolved settings at `scale`, params (M) and the paper's params (M)."""
     paper = paper_table3()
     records = []
     for name in row_names():
         cfg = prepare(compose([f"scale={scale}", f"row={name}", *overrides]))
-        model = {k: v for k, v in cfg.model.items()}
+        model = dict(cfg.model.items())
         params = count_parameters(model, vocab_size)
         ref = cfg.row.paper.table3
-        records.append({
-            "row": name,
-            "description": cfg.row.description,
-            "tables": list(cfg.row.tables),
-            "changes": changes(cfg.row),
-            **{k: model[k] for k in SHOWN_MODEL},
-            **{k: cfg.train[k] for k in SHOWN_TRAIN},
-            "average_last": cfg.row.average_last,
-            "params_m": round(params / 1e6, 2),
-            "paper_params_m": paper[ref].get("params_m") if ref in paper else None,
-        })
+        records.append(
+            {
+                "row": name,
+                "description": cfg.row.description,
+                "tables": list(cfg.row.tables),
+                "changes": changes(cfg.row),
+                **{k: model[k] for k in SHOWN_MODEL},
+                **{k: cfg.train[k] for k in SHOWN_TRAIN},
+                "average_last": cfg.row.average_last,
+                "params_m": round(params / 1e6, 2),
+                "paper_params_m": paper[ref].get("params_m") if ref in paper else None,
+            }
+        )
     base = next((r for r in records if r["row"] == "base"), None)
     paper_base = paper.get("base", {}).get("params_m")
     for r in records:
         r["delta_params_m"] = round(r["params_m"] - base["params_m"], 2) if base else None
-        r["paper_delta_params_m"] = (r["paper_params_m"] - paper_base
-                                     if r["paper_params_m"] is not None and paper_base is not None else None)
+        r["paper_delta_params_m"] = (
+            r["paper_params_m"] - paper_base if r["paper_params_m"] is not None and paper_base is not None else None
+        )
     return records
 
 
-TABLE_COLUMNS = ("row", "n_layers", "d_model", "d_ff", "n_heads", "d_k", "d_v", "dropout", "label_smoothing",
-                 "max_steps", "average_last", "params_m", "paper_params_m", "delta_params_m", "paper_delta_params_m")
+TABLE_COLUMNS = (
+    "row",
+    "n_layers",
+    "d_model",
+    "d_ff",
+    "n_heads",
+    "d_k",
+    "d_v",
+    "dropout",
+    "label_smoothing",
+    "max_steps",
+    "average_last",
+    "params_m",
+    "paper_params_m",
+    "delta_params_m",
+    "paper_delta_params_m",
+)
 
 
 def _other_changes(record: dict[str, Any]) -> str:
@@ -84,8 +104,10 @@ def _other_changes(record: dict[str, Any]) -> str:
 def format_table(records: list[dict[str, Any]]) -> str:
     """The listing for a terminal: sizes and parameter counts in columns, every other change as key=value."""
     cols = [*TABLE_COLUMNS, "other changes", "description"]
-    cells = [[("" if r[c] is None else str(r[c])) for c in TABLE_COLUMNS] + [_other_changes(r), r["description"]]
-             for r in records]
+    cells = [
+        [("" if r[c] is None else str(r[c])) for c in TABLE_COLUMNS] + [_other_changes(r), r["description"]]
+        for r in records
+    ]
     widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(cols, widths))]
     lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths)) for row in cells]

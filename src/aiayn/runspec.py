@@ -10,6 +10,7 @@ it. The stages, the wandb artifacts, the tables' readers and the benchmarks all 
 A row that averages checkpoints for Table 2 (`row.average_last` > 1) is one whose checkpoint cadence and
 `keep_last` change its numbers (which weights are averaged); for every other row they are how the run is watched.
 """
+
 from __future__ import annotations
 
 import ast
@@ -18,7 +19,7 @@ import json
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
@@ -81,7 +82,7 @@ def slug(variant: Mapping[str, Any]) -> str:
     if len(text) <= MAX_SLUG:
         return text
     digest = hashlib.sha256(text.encode()).hexdigest()[:8]
-    return f"{text[:MAX_SLUG - 9].rstrip(',')}-{digest}"
+    return f"{text[: MAX_SLUG - 9].rstrip(',')}-{digest}"
 
 
 @dataclass(frozen=True)
@@ -100,29 +101,53 @@ class RunSpec:
     @classmethod
     def of(cls, cfg) -> RunSpec:
         """The run a composed config (with its `variant`) describes."""
-        return cls.for_row(cfg.row.name, int(cfg.seed), dict(cfg.variant), int(cfg.row.average_last),
-                           runs=cfg.paths.runs, evals=cfg.paths.evals, tuning=cfg.paths.tuning)
+        return cls.for_row(
+            cfg.row.name,
+            int(cfg.seed),
+            dict(cfg.variant),
+            int(cfg.row.average_last),
+            runs=cfg.paths.runs,
+            evals=cfg.paths.evals,
+            tuning=cfg.paths.tuning,
+        )
 
     @classmethod
-    def for_row(cls, row: str, seed: int, variant: Mapping[str, Any] | None = None, average_last: int = 0,
-                runs: Path | str = "runs", evals: Path | str | None = None, tuning: Path | str = "decode_tuning"
-                ) -> RunSpec:
+    def for_row(
+        cls,
+        row: str,
+        seed: int,
+        variant: Mapping[str, Any] | None = None,
+        average_last: int = 0,
+        runs: Path | str = "runs",
+        evals: Path | str | None = None,
+        tuning: Path | str = "decode_tuning",
+    ) -> RunSpec:
         """A row's run of a variant, for a reader that knows the row's own average_last (from its row file or
         config); the variant may set it (row.average_last). `evals` defaults to `runs` (one folder for both)."""
         variant = dict(variant or {})
         averages = int(variant.get("row.average_last", average_last)) > 1
-        return cls(row, int(seed), tuple(variant.items()), averages, Path(runs),
-                   Path(runs if evals is None else evals), Path(tuning))
+        return cls(
+            row,
+            int(seed),
+            tuple(variant.items()),
+            averages,
+            Path(runs),
+            Path(runs if evals is None else evals),
+            Path(tuning),
+        )
 
     def _folder(self, evaluation: bool) -> str:
-        kept = {k: v for k, v in self.variant
-                if (evaluation or not _is_eval_only(k)) and (self.averages or not _is_averaging(k))}
+        kept = {
+            k: v
+            for k, v in self.variant
+            if (evaluation or not _is_eval_only(k)) and (self.averages or not _is_averaging(k))
+        }
         name = slug(kept)
         return f"{name}/" if name else ""
 
     @property
     def train_folder(self) -> str:
-        """"" for the row itself, else the variant's folder name with its "/" (lr_factor=2/)."""
+        """ "" for the row itself, else the variant's folder name with its "/" (lr_factor=2/)."""
         return self._folder(evaluation=False)
 
     @property
@@ -148,7 +173,7 @@ class RunSpec:
         return self.run_dir / CHECKPOINTS
 
     def name(self, job_type: str = "train") -> str:
-        """"{row}-s{seed}", with the variant's folder name between for a variant (base-lr_factor=2-s1)."""
+        """ "{row}-s{seed}", with the variant's folder name between for a variant (base-lr_factor=2-s1)."""
         folder = (self.train_folder if job_type == "train" else self.eval_folder).rstrip("/")
         return f"{self.row}-{folder}-s{self.seed}" if folder else f"{self.row}-s{self.seed}"
 
@@ -163,6 +188,7 @@ class RunSpec:
 
 # What a run's numbers depend on -------------------------------------------------------------------------------------
 
+
 # Train settings a resume may differ in: its length (a longer run continues a shorter one), and those of how a run
 # is observed (schema `observed`), which change no number.
 def _resumable_across() -> set[str]:
@@ -175,7 +201,7 @@ def fingerprint(cfg, bpe_dir: Path) -> dict[str, Any]:
     """What a checkpoint must share with this run to be resumed by it: the row, the seed, every model setting and
     every train setting but the run's length and how it is watched (its checkpoint cadence too, unless the row
     averages checkpoints), the code the train stage executes, the tokenizer and the encoded data."""
-    from omegaconf import OmegaConf
+    from aiayn.config.resolve import plain
 
     spec = RunSpec.of(cfg)
     skip = _resumable_across() | (set() if spec.averages else set(_averaging()))
@@ -183,8 +209,8 @@ def fingerprint(cfg, bpe_dir: Path) -> dict[str, Any]:
         "code_sha256": code_digest(TRAIN_ENTRY),
         "row": cfg.row.name,
         "seed": int(cfg.seed),
-        "model": OmegaConf.to_container(cfg.model),
-        "train": {k: v for k, v in OmegaConf.to_container(cfg.train).items() if k not in skip},
+        "model": plain(cfg.model),
+        "train": {k: v for k, v in plain(cfg.train).items() if k not in skip},
         "data": {"name": cfg.data.name, **data_digest(Path(bpe_dir))},
     }
 
@@ -222,7 +248,7 @@ def code_digest(entry: str, root: Path | None = None) -> str:
     of a file or inside a function (read from the source, so the set is the same in every process), except modules
     marked CANNOT_CHANGE_RESULTS. Each module counts by its syntax tree without docstrings: a comment, a docstring
     or a line break does not retrain. `root` is the folder holding the aiayn package (default: the one imported)."""
-    root = Path(root) if root is not None else Path(find_spec("aiayn").origin).parent.parent
+    root = Path(root) if root is not None else _package_root()
     digest = hashlib.sha256()
     for name, path in sorted(_closure(entry, root).items()):
         tree = _tree(path)
@@ -233,8 +259,15 @@ def code_digest(entry: str, root: Path | None = None) -> str:
 
 def imported_modules(entry: str, root: Path | None = None) -> list[str]:
     """The aiayn modules `code_digest` hashes for `entry`, by name."""
-    root = Path(root) if root is not None else Path(find_spec("aiayn").origin).parent.parent
+    root = Path(root) if root is not None else _package_root()
     return sorted(name for name, path in _closure(entry, root).items() if not _marked_observed(_tree(path)))
+
+
+def _package_root() -> Path:
+    """The folder holding the imported aiayn package (src/ in a checkout)."""
+    spec = find_spec("aiayn")
+    assert spec is not None and spec.origin is not None, "aiayn is imported, so it has a spec"
+    return Path(spec.origin).parent.parent
 
 
 def _closure(entry: str, root: Path) -> dict[str, Path]:
@@ -280,14 +313,18 @@ def _imports(name: str, path: Path, root: Path) -> Iterator[str]:
                         yield ".".join(parts[:i])
 
 
-@lru_cache(maxsize=None)
+@cache
 def _parsed(path: Path, mtime_ns: int) -> ast.Module:
     tree = ast.parse(path.read_text(encoding="utf-8"))
     for node in ast.walk(tree):  # docstrings say what code does; they do not change it
         body = getattr(node, "body", None)
-        if (isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body
-                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
-                and isinstance(body[0].value.value, str)):
+        if (
+            isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
             node.body = body[1:] or [ast.Pass()]
     return tree
 
@@ -297,6 +334,10 @@ def _tree(path: Path) -> ast.Module:
 
 
 def _marked_observed(tree: ast.Module) -> bool:
-    return any(isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == OBSERVED_MODULE
-                                                      for t in node.targets)
-               and isinstance(node.value, ast.Constant) and node.value.value is True for node in tree.body)
+    return any(
+        isinstance(node, ast.Assign)
+        and any(isinstance(t, ast.Name) and t.id == OBSERVED_MODULE for t in node.targets)
+        and isinstance(node.value, ast.Constant)
+        and node.value.value is True
+        for node in tree.body
+    )

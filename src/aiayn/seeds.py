@@ -11,6 +11,7 @@ seeds until a row is resolved (optional stopping) would make the verdicts wrong 
     python -m aiayn.seeds --dry     # the plan, explained; writes nothing, runs nothing
     python -m aiayn.seeds           # the extension: params.yaml's extra_seeds, then dvc repro
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,8 +31,16 @@ from aiayn.report.table3 import BASE
 TABLE = "results/table3.csv"
 PARAMS = "params.yaml"
 MAX_SEEDS = 10  # AggregateConfig.max_seeds' default, for a params file without an `aggregate` block
-COLUMNS = ("row", "seeds_planned", "test", "expected_delta_bleu", "margin_bleu", "planning_sd", "family_level",
-           "verdict")
+COLUMNS = (
+    "row",
+    "seeds_planned",
+    "test",
+    "expected_delta_bleu",
+    "margin_bleu",
+    "planning_sd",
+    "family_level",
+    "verdict",
+)
 
 
 @dataclass
@@ -56,13 +65,17 @@ def read_table(path: Path) -> list[dict[str, str]]:
 
 def planned_seeds(table: Sequence[Mapping[str, str]]) -> dict[str, int | None]:
     """Each row's planned seeds from table3.csv (None: out of reach or nothing to plan), base left out."""
-    return {line["row"]: int(line["seeds_planned"]) if line["seeds_planned"] else None
-            for line in table if line["row"] != BASE}
+    return {
+        line["row"]: int(line["seeds_planned"]) if line["seeds_planned"] else None
+        for line in table
+        if line["row"] != BASE
+    }
 
 
 def new_seeds(have: Sequence[int], count: int) -> list[int]:
     """The `count` smallest positive seeds not in `have`: every row picks the same next seeds, which base shares."""
-    out, seed, taken = [], 1, set(have)
+    out: list[int] = []
+    seed, taken = 1, set(have)
     while len(out) < count:
         if seed not in taken:
             out.append(seed)
@@ -98,25 +111,31 @@ def describe(plan: Plan, table: Sequence[Mapping[str, str]], max_seeds: int) -> 
     plan gives it and, for a row it cannot reach, the power it would have at max_seeds."""
     first = next(iter(table), {})
     sd, level = _number(first.get("planning_sd")), _number(first.get("family_level"))
-    lines = [f"planned from the pilot: pooled SD of the paired differences {_shown(sd, '.3g')}; each row decided "
-             f"by its family interval at level {_shown(level, '.4f')}; aggregate.max_seeds {max_seeds}"]
+    lines = [
+        f"planned from the pilot: pooled SD of the paired differences {_shown(sd, '.3g')}; each row decided "
+        f"by its family interval at level {_shown(level, '.4f')}; aggregate.max_seeds {max_seeds}"
+    ]
     for line in table:
         row = line["row"]
         if row == BASE:
             continue
         effect, margin = _number(line["expected_delta_bleu"]), _number(line["margin_bleu"])
         kind = line["test"]
-        aim = (f"show |Δ| < {_shown(margin, '.2f')}" if kind == EQUIVALENCE
-               else f"resolve the sign of Δ {_shown(effect, '+.2f')}")
+        aim = (
+            f"show |Δ| < {_shown(margin, '.2f')}"
+            if kind == EQUIVALENCE
+            else f"resolve the sign of Δ {_shown(effect, '+.2f')}"
+        )
         gets = f"+ seeds {' '.join(map(str, plan.adds[row]))}" if row in plan.adds else "no new seeds"
         why = plan.why.get(row, "")
         if not line["seeds_planned"]:
-            if sd is None or effect is None:
+            if sd is None or effect is None or level is None:
                 why = why.replace("not planned", "nothing to plan (no spread or no scale)")
             else:
                 reach = power(kind, max_seeds, 0.0 if kind == EQUIVALENCE else effect, margin, sd, level)[0]
-                why = why.replace("not planned", f"out of reach (> {SEEDS_UP_TO} seeds; power at {max_seeds}: "
-                                                 f"{reach:.2f})")
+                why = why.replace(
+                    "not planned", f"out of reach (> {SEEDS_UP_TO} seeds; power at {max_seeds}: {reach:.2f})"
+                )
         lines.append(f"  {row}: {kind}, {aim}; {why}; {gets}")
     if BASE in plan.adds:
         lines.append(f"  base: + seeds {' '.join(map(str, plan.adds[BASE]))} (the rows above pair with it)")
@@ -138,8 +157,7 @@ def max_seeds_of(params: Path) -> int:
     return MAX_SEEDS if value is None else int(value)
 
 
-def run(params: Path, table: Path, dry: bool,
-        repro: Sequence[str] = (sys.executable, "-m", "dvc", "repro")) -> Plan:
+def run(params: Path, table: Path, dry: bool, repro: Sequence[str] = (sys.executable, "-m", "dvc", "repro")) -> Plan:
     """Plan the extension from the pilot's table, print it, then (unless dry) write it and run `repro`."""
     made = read_extra_seeds(params)
     if made:
@@ -147,7 +165,8 @@ def run(params: Path, table: Path, dry: bool,
             f"{params}: extra_seeds is already {made}: the design's one extension was made, and the table's "
             "verdicts are its final test. More seeds now would test the same rows again (optional stopping: "
             "every further look raises the chance of a false verdict). For a new study, list its seeds in "
-            "`seeds` and clear `extra_seeds`.")
+            "`seeds` and clear `extra_seeds`."
+        )
     rows = read_table(table)
     max_seeds = max_seeds_of(params)
     plan = plan_extension(planned_seeds(rows), seeds_per_row(params), max_seeds)
@@ -175,9 +194,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--max", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.until_resolved:
-        parser.error("--until-resolved is gone: adding seeds until a row is resolved is optional stopping, which "
-                     "makes false verdicts several times likelier than alpha. The design extends once, to the "
-                     "seeds the pilot plans: `python -m aiayn.seeds` (docs/verdicts.md)")
+        parser.error(
+            "--until-resolved is gone: adding seeds until a row is resolved is optional stopping, which "
+            "makes false verdicts several times likelier than alpha. The design extends once, to the "
+            "seeds the pilot plans: `python -m aiayn.seeds` (docs/verdicts.md)"
+        )
     if args.max is not None:
         parser.error("--max is declared with the design, before the runs: set aggregate.max_seeds in params.yaml")
     try:

@@ -10,6 +10,7 @@ Lineage: train logs a checkpoint artifact (a reference to runs/.../checkpoints b
 it and logs its hypotheses, aggregate uses the evaluations and logs the tables. wandb refuses `use_artifact` offline,
 so every consumer also records its inputs (artifact name and digest) in its config, `inputs`, online or not.
 """
+
 from __future__ import annotations
 
 import logging
@@ -30,8 +31,9 @@ CANNOT_CHANGE_RESULTS = True
 log = logging.getLogger(__name__)
 
 # Whole name segments: `hf_token` and `api_key` are secrets, `max_tokens` and `batch_tokens` are not.
-SECRET_KEY = re.compile(r"(^|[_-])(api_?key|(secret|access|private)_?key|token|secret|password|passwd|credentials?)$",
-                        re.IGNORECASE)
+SECRET_KEY = re.compile(
+    r"(^|[_-])(api_?key|(secret|access|private)_?key|token|secret|password|passwd|credentials?)$", re.IGNORECASE
+)
 SECRET_ENV = ("WANDB_API_KEY", "HF_TOKEN", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
 
 
@@ -54,16 +56,20 @@ def scrub(obj: Any, secrets: list[str] | None = None) -> Any:
 
 def refuse_secrets(cfg: DictConfig) -> None:
     """Refuse a config holding a credential-like key (e.g. `+logger.api_key=...`): it would be saved with the run."""
+
     def keys(node: Any, prefix: str = "") -> list[str]:
         if not isinstance(node, dict):
             return []
         return [f"{prefix}{k}" for k in node if SECRET_KEY.search(str(k))] + [
-            found for k, v in node.items() for found in keys(v, f"{prefix}{k}.")]
+            found for k, v in node.items() for found in keys(v, f"{prefix}{k}.")
+        ]
 
     found = keys(OmegaConf.to_container(cfg, resolve=False))
     if found:
-        raise ValueError(f"config key {found[0]} looks like a credential; credentials come from the environment "
-                         f"(WANDB_API_KEY) or `wandb login`, never the config, which is saved with every run")
+        raise ValueError(
+            f"config key {found[0]} looks like a credential; credentials come from the environment "
+            f"(WANDB_API_KEY) or `wandb login`, never the config, which is saved with every run"
+        )
 
 
 def has_credentials() -> bool:
@@ -92,14 +98,15 @@ def is_rank_zero() -> bool:
 
 
 def run_name(cfg: DictConfig, job_type: str = "train") -> str:
-    """"{row}-s{seed}", with the variant's folder name between for a variant (base-lr_factor=2-s1)."""
+    """ "{row}-s{seed}", with the variant's folder name between for a variant (base-lr_factor=2-s1)."""
     from aiayn.runspec import RunSpec
 
     return RunSpec.of(cfg).name(job_type)
 
 
-def start_run(cfg: DictConfig, job_type: str, name: str | None = None, group: str | None = None,
-              run_id: str | None = None):
+def start_run(
+    cfg: DictConfig, job_type: str, name: str | None = None, group: str | None = None, run_id: str | None = None
+):
     """Start a wandb run for this job, or return None (with a warning) when wandb is off or fails. With `run_id`, a
     run of that id continues where it stopped (resume="allow"), its metrics against trainer/global_step.
 
@@ -120,7 +127,7 @@ def start_run(cfg: DictConfig, job_type: str, name: str | None = None, group: st
             config=config,
             tags=[f"scale:{cfg.scale.name}", f"data:{cfg.data.name}", *cfg.logger.tags],
             dir=cfg.logger.dir,
-            mode=resolve_mode(cfg.logger.mode),
+            mode=resolve_mode(cfg.logger.mode),  # type: ignore[arg-type]  # wandb checks it, naming the value
             reinit="finish_previous",
             id=run_id,
             resume="allow" if run_id else None,
@@ -150,8 +157,12 @@ def lightning_logger(run):
                 call(*args)
             except Exception as err:
                 self.failed = True
-                log.warning("wandb %s failed, no more wandb logging in this run (its folder keeps every metric): "
-                            "%s: %s", name, type(err).__name__, scrub(str(err)))
+                log.warning(
+                    "wandb %s failed, no more wandb logging in this run (its folder keeps every metric): %s: %s",
+                    name,
+                    type(err).__name__,
+                    scrub(str(err)),
+                )
 
         def log_metrics(self, metrics, step=None) -> None:
             self._guard("log_metrics", super().log_metrics, metrics, step)
@@ -200,7 +211,7 @@ class ArtifactSpec:
 
 
 def artifact_name(prefix: str, run: str) -> str:
-    """"checkpoints-base-s1", with the run's variant ("checkpoints-base-lr_factor_2-s1"), in wandb's alphabet."""
+    """ "checkpoints-base-s1", with the run's variant ("checkpoints-base-lr_factor_2-s1"), in wandb's alphabet."""
     return re.sub(r"[^A-Za-z0-9._-]", "_", f"{prefix}-{run}")
 
 
@@ -256,8 +267,9 @@ def checkpoint_artifact(cfg: DictConfig) -> ArtifactSpec:
     from aiayn.runspec import RunSpec
 
     spec = RunSpec.of(cfg)
-    return ArtifactSpec(artifact_name("checkpoints", spec.name("train")), "model", spec.checkpoints,
-                        copy=cfg.logger.upload_checkpoints)
+    return ArtifactSpec(
+        artifact_name("checkpoints", spec.name("train")), "model", spec.checkpoints, copy=cfg.logger.upload_checkpoints
+    )
 
 
 def eval_artifact(spec) -> ArtifactSpec:
@@ -265,5 +277,10 @@ def eval_artifact(spec) -> ArtifactSpec:
     the evaluate stage logs and the aggregate run records as its inputs."""
     from aiayn import runspec
 
-    return ArtifactSpec(artifact_name("eval", spec.name("eval")), "evaluation", spec.eval_dir, copy=True,
-                        files=(runspec.EVAL, *(runspec.hyps_file(split) for split in ("valid", "test"))))
+    return ArtifactSpec(
+        artifact_name("eval", spec.name("eval")),
+        "evaluation",
+        spec.eval_dir,
+        copy=True,
+        files=(runspec.EVAL, *(runspec.hyps_file(split) for split in ("valid", "test"))),
+    )

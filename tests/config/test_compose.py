@@ -1,11 +1,12 @@
 """Every config file composes; rows mean the same relative change at every scale; bad configs fail early."""
+
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
 from hydra.errors import ConfigCompositionException
-from omegaconf.errors import ValidationError
+from omegaconf.errors import ReadonlyConfigError, ValidationError
 
 from aiayn.config import CONF_DIR, ConfigError, compose, prepare
 
@@ -116,7 +117,7 @@ def test_prepared_config_is_read_only_and_resolved() -> None:
 
     cfg = prepare(compose(["row=A2", "seed=7"]))
     assert RunSpec.of(cfg).run_dir == Path("runs") / "A2" / "seed7"
-    with pytest.raises(Exception):
+    with pytest.raises(ReadonlyConfigError):
         cfg.model.d_model = 3
 
 

@@ -1,5 +1,6 @@
 """params.yaml's lists as the stages read them: seeds for train/evaluate (seeds_from), rows and seeds for aggregate,
 each row's extra seeds, and the edit `python -m aiayn.seeds` makes."""
+
 from __future__ import annotations
 
 import shutil
@@ -36,14 +37,17 @@ def test_seed_and_seeds_from_together_are_refused(tmp_path: Path) -> None:
         expand_seeds_from(["seed=2", f"seeds_from={params}"])
 
 
-@pytest.mark.parametrize("text, message", [
-    ("rows: [base]\n", "key 'seeds' must be a non-empty list, got None"),
-    ("seeds: []\n", "non-empty list"),
-    ("seeds: 3\n", "non-empty list, got 3"),
-    ("seeds: [1, two]\n", r"seeds\[1\] = 'two' is not a int"),
-    ("seeds: [1, true]\n", r"seeds\[1\] = True is not a int"),
-    ("seeds: [1\n", "not valid YAML"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("rows: [base]\n", "key 'seeds' must be a non-empty list, got None"),
+        ("seeds: []\n", "non-empty list"),
+        ("seeds: 3\n", "non-empty list, got 3"),
+        ("seeds: [1, two]\n", r"seeds\[1\] = 'two' is not a int"),
+        ("seeds: [1, true]\n", r"seeds\[1\] = True is not a int"),
+        ("seeds: [1\n", "not valid YAML"),
+    ],
+)
 def test_a_bad_seed_list_names_the_file_and_the_item(tmp_path: Path, text: str, message: str) -> None:
     params = write(tmp_path, text)
     with pytest.raises(ValueError, match=message) as err:
@@ -78,11 +82,14 @@ def test_seeds_from_with_one_row_adds_that_rows_extra_seeds(tmp_path: Path) -> N
     assert seeds_per_row(params) == {"base": [1, 2, 3, 4, 5], "A1": [1, 2, 3, 4, 5]}
 
 
-@pytest.mark.parametrize("text, message", [
-    ("extra_seeds: [1]\n", "'extra_seeds' must map rows to lists of seeds"),
-    ("extra_seeds: {A1: 3}\n", "'extra_seeds.A1' must be a list, got 3"),
-    ("extra_seeds: {A1: [4, x]}\n", r"extra_seeds.A1\[1\] = 'x' is not a int"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("extra_seeds: [1]\n", "'extra_seeds' must map rows to lists of seeds"),
+        ("extra_seeds: {A1: 3}\n", "'extra_seeds.A1' must be a list, got 3"),
+        ("extra_seeds: {A1: [4, x]}\n", r"extra_seeds.A1\[1\] = 'x' is not a int"),
+    ],
+)
 def test_bad_extra_seeds_name_the_file_and_the_row(tmp_path: Path, text: str, message: str) -> None:
     params = write(tmp_path, "rows: [A1]\nseeds: [1]\n" + text)
     with pytest.raises(ValueError, match=message):
@@ -118,11 +125,8 @@ def test_the_shipped_params_file_lists_every_overridable_key_of_the_schemas_as_n
     field of the model, train and decode schemas is there, null (no override), and nothing else."""
     import dataclasses
 
-    from aiayn.config.params import read_overrides
-    from aiayn.config.schema import ROW_GROUPS
-
-    from aiayn.config.params import DESIGN_KEYS
-    from aiayn.config.schema import AggregateConfig
+    from aiayn.config.params import DESIGN_KEYS, read_overrides
+    from aiayn.config.schema import ROW_GROUPS, AggregateConfig
 
     params = yaml.safe_load((repo_root / "params.yaml").read_text())
     for group, schema in ROW_GROUPS.items():
@@ -133,17 +137,26 @@ def test_the_shipped_params_file_lists_every_overridable_key_of_the_schemas_as_n
     assert list(params["aggregate"]) == list(DESIGN_KEYS)
     assert params["aggregate"] == {key: getattr(defaults, key) for key in DESIGN_KEYS}
     assert read_overrides(repo_root / "params.yaml") == [
-        f"aggregate.{k}={v}" for k, v in params["aggregate"].items() if v is not None]
+        f"aggregate.{k}={v}" for k, v in params["aggregate"].items() if v is not None
+    ]
 
 
 def test_overrides_from_params_become_hydra_overrides_and_bad_keys_are_named(tmp_path: Path) -> None:
     from aiayn.config.cli import expand_overrides_from
 
     path = tmp_path / "params.yaml"
-    path.write_text("model:\n  norm_position: pre\n  dropout: null\ntrain:\n  lr_factor: 2\n  compile: true\n"
-                    "decode: {}\n")
+    path.write_text(
+        "model:\n  norm_position: pre\n  dropout: null\ntrain:\n  lr_factor: 2\n  compile: true\ndecode: {}\n"
+    )
     assert expand_overrides_from(["row=A1", f"overrides_from={path}", "train.lr_factor=3"]) == [
-        "row=A1", "model.norm_position='pre'", "train.lr_factor=2", "train.compile=true", "train.lr_factor=3"]
+        "row=A1",
+        "model.norm_position='pre'",
+        "train.lr_factor=2",
+        "train.compile=true",
+        "train.lr_factor=3",
+    ]
     path.write_text("train:\n  lr_factr: 2\n")
-    with pytest.raises(ValueError, match=r"params\.yaml: unknown key 'train\.lr_factr' \(did you mean 'train\.lr_factor'"):
+    with pytest.raises(
+        ValueError, match=r"params\.yaml: unknown key 'train\.lr_factr' \(did you mean 'train\.lr_factor'"
+    ):
         expand_overrides_from([f"overrides_from={path}"])

@@ -1,5 +1,6 @@
 """Rows are typed patches over model, train and decode: every schema field can be set by a row file, relative keys
 scale, and a row file that asks for something that does not exist is refused naming the file and the key."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -28,8 +29,10 @@ def conf(tmp_path_factory) -> Path:
 def empty_row(conf: Path) -> dict:
     """The resolved config of a row with an empty patch, and the tiny scale's own values."""
     write_row(conf, "X0", "")
-    return dict(resolved=flat(prepare(compose(["scale=tiny", "row=X0"], config_dir=conf))),
-                scale=compose(["scale=tiny"], config_dir=conf))
+    return dict(
+        resolved=flat(prepare(compose(["scale=tiny", "row=X0"], config_dir=conf))),
+        scale=compose(["scale=tiny"], config_dir=conf),
+    )
 
 
 def write_row(conf: Path, name: str, body: str) -> Path:
@@ -39,8 +42,15 @@ def write_row(conf: Path, name: str, body: str) -> Path:
 
 
 def yaml_value(value) -> str:
-    return "null" if value is None else str(value).lower() if isinstance(value, bool) else repr(value) \
-        if isinstance(value, str) else str(value)
+    return (
+        "null"
+        if value is None
+        else str(value).lower()
+        if isinstance(value, bool)
+        else repr(value)
+        if isinstance(value, str)
+        else str(value)
+    )
 
 
 def patch_value(group: str, key: str, scale_value, paper_value):
@@ -58,7 +68,7 @@ def patch_value(group: str, key: str, scale_value, paper_value):
         return other, other
     if kind is bool:
         return not scale_value, not scale_value
-    if scale_value is None or kind in (int, typing.Optional[int]):
+    if scale_value is None or kind in (int, typing.Optional[int]):  # noqa: UP045 (the schema's own annotation)
         value = 3 if scale_value in (None, 0, 1) else scale_value // 2
         return value, value
     if kind is float:
@@ -89,8 +99,12 @@ def test_every_schema_field_set_by_a_row_file_changes_the_resolved_config(conf, 
 
 
 def test_relative_keys_are_in_the_papers_units_at_every_scale(conf):
-    write_row(conf, "X", "model:\n  d_model: 256\n  d_k: 32\ntrain:\n  max_steps: 300000\n  warmup_steps: 8000\n"
-                         "  batch_tokens: 12500\n  label_smoothing: 0.0\n")
+    write_row(
+        conf,
+        "X",
+        "model:\n  d_model: 256\n  d_k: 32\ntrain:\n  max_steps: 300000\n  warmup_steps: 8000\n"
+        "  batch_tokens: 12500\n  label_smoothing: 0.0\n",
+    )
     for scale in ("tiny", "paper"):
         base = prepare(compose([f"scale={scale}"], config_dir=conf))
         row = prepare(compose([f"scale={scale}", "row=X"], config_dir=conf))
@@ -108,18 +122,24 @@ def test_row_metadata_defaults_for_a_users_row(conf):
     assert row.average_last == 0
 
 
-@pytest.mark.parametrize("body, message", [
-    ("model:\n  dropuot: 0.0\n", r"X\.yaml: unknown key 'model\.dropuot' \(did you mean 'model\.dropout'\?\)"),
-    ("d_model: 256\n", r"X\.yaml: unknown key 'd_model' \(did you mean 'model\.d_model'\?\)"),
-    ("train_steps: 300000\n", r"X\.yaml: unknown key 'train_steps'"),
-    ("decode:\n  beam: 8\n", r"X\.yaml: unknown key 'decode\.beam' \(did you mean 'decode\.beam_size'\?\)"),
-    ("data:\n  vocab_size: 8000\n", r"X\.yaml: a row cannot change data\.vocab_size"),
-    ("model:\n  d_model: wide\n", r"X\.yaml: model\.d_model: Value 'wide'"),
-    ("train:\n  grad_clip: [1]\n", r"X\.yaml: train\.grad_clip"),
-    ("model:\n  norm_position: middle\n", r"X\.yaml: model\.norm_position='middle' is not one of \('post', 'pre'\)"),
-    ("tables: [table4]\n", r"X\.yaml: tables lists 'table4'"),
-    ("name: Y\n", r"X\.yaml: name is 'Y'"),
-])
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ("model:\n  dropuot: 0.0\n", r"X\.yaml: unknown key 'model\.dropuot' \(did you mean 'model\.dropout'\?\)"),
+        ("d_model: 256\n", r"X\.yaml: unknown key 'd_model' \(did you mean 'model\.d_model'\?\)"),
+        ("train_steps: 300000\n", r"X\.yaml: unknown key 'train_steps'"),
+        ("decode:\n  beam: 8\n", r"X\.yaml: unknown key 'decode\.beam' \(did you mean 'decode\.beam_size'\?\)"),
+        ("data:\n  vocab_size: 8000\n", r"X\.yaml: a row cannot change data\.vocab_size"),
+        ("model:\n  d_model: wide\n", r"X\.yaml: model\.d_model: Value 'wide'"),
+        ("train:\n  grad_clip: [1]\n", r"X\.yaml: train\.grad_clip"),
+        (
+            "model:\n  norm_position: middle\n",
+            r"X\.yaml: model\.norm_position='middle' is not one of \('post', 'pre'\)",
+        ),
+        ("tables: [table4]\n", r"X\.yaml: tables lists 'table4'"),
+        ("name: Y\n", r"X\.yaml: name is 'Y'"),
+    ],
+)
 def test_a_bad_row_file_is_refused_naming_the_file_and_the_key(conf, body, message):
     path = conf / "row" / "X.yaml"
     if body.startswith("name:"):
@@ -140,8 +160,14 @@ def test_a_row_that_does_not_fit_the_scale_names_the_file_and_the_key(conf):
 def test_a_pipeline_stage_refuses_a_bad_row_file_before_anything_runs(conf, tmp_path):
     write_row(conf, "Xbad", "model:\n  norm_positon: pre\n")
     runs = tmp_path / "runs"
-    proc = subprocess.run([sys.executable, "pipeline/train.py", "row=Xbad", f"paths.runs={runs}"], cwd=REPO,
-                          env={**os.environ, "AIAYN_CONF": str(conf)}, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "pipeline/train.py", "row=Xbad", f"paths.runs={runs}"],
+        cwd=REPO,
+        env={**os.environ, "AIAYN_CONF": str(conf)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode != 0
     assert "Xbad.yaml: unknown key 'model.norm_positon' (did you mean 'model.norm_position'?)" in proc.stderr
     assert not runs.exists()  # refused before anything was written

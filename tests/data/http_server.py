@@ -1,4 +1,5 @@
 """Test helper: a real HTTP server on 127.0.0.1, in a thread, serving in-memory files with Range support and faults."""
+
 from __future__ import annotations
 
 import re
@@ -30,8 +31,7 @@ class FileServer:
         self.requests: list[tuple[str, str | None]] = []
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         # A short poll interval makes shutdown (each test's teardown) take milliseconds, not half a second.
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02},
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
 
     @property
     def url(self) -> str:
@@ -79,7 +79,7 @@ def _handler(server: FileServer) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             stall = server.stall_after.pop(name, None)
             if stall is not None and stall[0] > start:
-                self.wfile.write(data[start:stall[0]])
+                self.wfile.write(data[start : stall[0]])
                 self.wfile.flush()
                 time.sleep(stall[1])  # the client's stall timeout fires first and it gives up on this response
                 self.close_connection = True

@@ -1,4 +1,5 @@
 """Token-count batching: coverage, budget, determinism, epochs, resume, DDP sharding, padding (section 5.1)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -63,8 +64,9 @@ def test_ddp_shards_are_equal_sized_and_cover(drop_last):
     src, tgt = _lens(1000)
     whole = TokenBatchSampler(src, tgt, 700, seed=5)
     all_batches = [tuple(b) for b in whole]
-    shards = [list(TokenBatchSampler(src, tgt, 700, seed=5, num_replicas=3, rank=r, drop_last=drop_last))
-              for r in range(3)]
+    shards = [
+        list(TokenBatchSampler(src, tgt, 700, seed=5, num_replicas=3, rank=r, drop_last=drop_last)) for r in range(3)
+    ]
     assert len({len(s) for s in shards}) == 1
     served = {tuple(b) for s in shards for b in s}
     if drop_last:
@@ -79,8 +81,8 @@ def _realistic_lengths(shared_root):
     """Subword-like lengths: the WMT sample's joint length distribution when present, else synthetic."""
     if shared_root is not None:
         d = shared_root / "data" / "wmt14_sample"
-        src = [len(line.split()) + 1 for line in open(d / "train.en", encoding="utf-8")]
-        tgt = [len(line.split()) + 1 for line in open(d / "train.de", encoding="utf-8")]
+        src = [len(line.split()) + 1 for line in (d / "train.en").read_text(encoding="utf-8").splitlines()]
+        tgt = [len(line.split()) + 1 for line in (d / "train.de").read_text(encoding="utf-8").splitlines()]
     else:
         pairs = synthetic.generate(5000, seed=0)
         src, tgt = [len(p[0].split()) + 1 for p in pairs], [len(p[1].split()) + 1 for p in pairs]

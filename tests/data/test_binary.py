@@ -1,4 +1,5 @@
 """Encoded splits: round trip through the memory map, conventions, and clear errors on bad input."""
+
 from __future__ import annotations
 
 import json
@@ -36,8 +37,12 @@ def test_round_trip_and_conventions(setup, tmp_path):
     split.check_tokenizer(model)
     clone = pickle.loads(pickle.dumps(split))
     assert np.array_equal(clone.tgt(5), split.tgt(5)) and len(pickle.dumps(split)) < 1000  # no data copied
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["train.idx.npy", "train.json", "train.src.bin",
-                                                         "train.tgt.bin"]  # no temp files left
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "train.idx.npy",
+        "train.json",
+        "train.src.bin",
+        "train.tgt.bin",
+    ]  # no temp files left
 
 
 def test_large_vocab_uses_uint32(setup, tmp_path, monkeypatch):
@@ -51,8 +56,7 @@ def test_large_vocab_uses_uint32(setup, tmp_path, monkeypatch):
 def test_mismatched_line_counts_name_both_files(setup, tmp_path):
     root, tok, _ = setup
     short = tmp_path / "short.tgt"
-    short.write_text("".join((root / "train.tgt").read_text(encoding="utf-8").splitlines(True)[:700]),
-                     encoding="utf-8")
+    short.write_text("".join((root / "train.tgt").read_text(encoding="utf-8").splitlines(True)[:700]), encoding="utf-8")
     with pytest.raises(ValueError, match=r"train.src has 800 lines, .*short.tgt has 700"):
         encode_split(tok, root / "train.src", short, tmp_path / "bad", batch_lines=300)
     assert list(tmp_path.iterdir()) == [short]  # nothing half-written

@@ -1,12 +1,20 @@
 """Cleaning: normalisation, counted drops by reason, train-only filters, and errors that name file and line."""
+
 from __future__ import annotations
 
 import json
 
 import pytest
 
-from aiayn.data.clean import (CleanOptions, CorpusError, clean_parallel, drop_reason, iter_parallel,
-                              normalize_text, write_json)
+from aiayn.data.clean import (
+    CleanOptions,
+    CorpusError,
+    clean_parallel,
+    drop_reason,
+    iter_parallel,
+    normalize_text,
+    write_json,
+)
 
 
 def test_normalize_text_nfc_controls_and_whitespace():
@@ -15,10 +23,17 @@ def test_normalize_text_nfc_controls_and_whitespace():
     assert normalize_text(decomposed, None) == "Cafe\u0301 au lait fini"
 
 
-@pytest.mark.parametrize("src,tgt,reason", [
-    ("", "x", "empty"), ("a b", "   ", "empty"), ("a", "a b", "too_short"),
-    (" ".join("w" * 5), "a b c d e", "too_long"), ("a", "a b c d", "ratio"), ("a b", "a b c", None),
-])
+@pytest.mark.parametrize(
+    "src,tgt,reason",
+    [
+        ("", "x", "empty"),
+        ("a b", "   ", "empty"),
+        ("a", "a b", "too_short"),
+        (" ".join("w" * 5), "a b c d e", "too_long"),
+        ("a", "a b c d", "ratio"),
+        ("a b", "a b c", None),
+    ],
+)
 def test_drop_reason(src, tgt, reason):
     options = CleanOptions(min_len=1, max_len=4, max_ratio=3.0)
     if reason == "too_short":
@@ -33,16 +48,26 @@ def test_options_are_validated_naming_the_key():
         CleanOptions(max_ratio=0.5)
 
 
-PAIRS = [("Hello  world", "Hallo Welt"), ("", "leer"), ("one", "eins zwei drei vier fünf"),
-         ("a b c", "a b c"), ("x " * 10, "y " * 10), ("fine", "gut")]
+PAIRS = [
+    ("Hello  world", "Hallo Welt"),
+    ("", "leer"),
+    ("one", "eins zwei drei vier fünf"),
+    ("a b c", "a b c"),
+    ("x " * 10, "y " * 10),
+    ("fine", "gut"),
+]
 
 
 def test_train_counts_every_drop_by_reason(tmp_path):
     options = CleanOptions(min_len=1, max_len=8, max_ratio=3.0)
     stats = clean_parallel(iter(PAIRS), tmp_path / "t.src", tmp_path / "t.tgt", options, train=True)
-    assert stats == {"read": 6, "kept": 3, "dropped": {"empty": 1, "too_short": 0, "too_long": 1, "ratio": 1},
-                     "changed": {"control_chars": 0, "format_chars": 0, "bom": 0, "unicode_form": 0},
-                     "stopped_at_max_pairs": False}
+    assert stats == {
+        "read": 6,
+        "kept": 3,
+        "dropped": {"empty": 1, "too_short": 0, "too_long": 1, "ratio": 1},
+        "changed": {"control_chars": 0, "format_chars": 0, "bom": 0, "unicode_form": 0},
+        "stopped_at_max_pairs": False,
+    }
     assert (tmp_path / "t.src").read_text(encoding="utf-8") == "Hello world\na b c\nfine\n"
     assert (tmp_path / "t.tgt").read_text(encoding="utf-8") == "Hallo Welt\na b c\ngut\n"
 
@@ -72,8 +97,13 @@ def test_mismatched_line_counts_name_both_files(tmp_path):
     with pytest.raises(CorpusError, match=r"a.de has 2 lines but .*a.en has 3"):
         list(iter_parallel(tmp_path / "a.en", tmp_path / "a.de"))
     with pytest.raises(CorpusError):
-        clean_parallel(iter_parallel(tmp_path / "a.en", tmp_path / "a.de"), tmp_path / "o.src", tmp_path / "o.tgt",
-                       CleanOptions(), train=True)
+        clean_parallel(
+            iter_parallel(tmp_path / "a.en", tmp_path / "a.de"),
+            tmp_path / "o.src",
+            tmp_path / "o.tgt",
+            CleanOptions(),
+            train=True,
+        )
     assert not (tmp_path / "o.src").exists() and not list(tmp_path.glob(".o.*"))  # no partial output left
 
 

@@ -1,4 +1,5 @@
 """TranslationDataModule: batch layout, deterministic validation, and epoch order + mid-epoch resume in Lightning."""
+
 from __future__ import annotations
 
 import lightning as L
@@ -35,9 +36,9 @@ def test_batch_layout(bpe_dir):
     assert (tgt_in[:, 0] == tok.bos_id).all()
     for row, i in enumerate(batch["ids"].tolist()):
         y = split.tgt(i).tolist()
-        assert tgt_in[row, 1:len(y) + 1].tolist() == y and tgt_out[row, :len(y) + 1].tolist() == y + [tok.eos_id]
-        assert (tgt_out[row, len(y) + 1:] == tok.pad_id).all()
-        assert src[row, :split.src_lens[i]].tolist() == split.src(i).tolist()
+        assert tgt_in[row, 1 : len(y) + 1].tolist() == y and tgt_out[row, : len(y) + 1].tolist() == y + [tok.eos_id]
+        assert (tgt_out[row, len(y) + 1 :] == tok.pad_id).all()
+        assert src[row, : split.src_lens[i]].tolist() == split.src(i).tolist()
         assert src[row, split.src_lens[i] - 1] == tok.eos_id
 
 
@@ -68,11 +69,23 @@ class _Recorder(L.LightningModule):
 
 def _fit(bpe_dir, root, num_workers, ckpt_path=None, every=None):
     dm = TranslationDataModule(bpe_dir, max_tokens=500, seed=3, num_workers=num_workers)
-    callbacks = [L.pytorch.callbacks.ModelCheckpoint(root, every_n_train_steps=every, save_top_k=-1,
-                                                     filename="{step}")] if every else []
-    trainer = L.Trainer(max_epochs=2, accelerator="cpu", logger=False, enable_progress_bar=False,
-                        enable_model_summary=False, limit_val_batches=0, num_sanity_val_steps=0,
-                        callbacks=callbacks, enable_checkpointing=bool(every), default_root_dir=root)
+    callbacks = (
+        [L.pytorch.callbacks.ModelCheckpoint(root, every_n_train_steps=every, save_top_k=-1, filename="{step}")]
+        if every
+        else []
+    )
+    trainer = L.Trainer(
+        max_epochs=2,
+        accelerator="cpu",
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        limit_val_batches=0,
+        num_sanity_val_steps=0,
+        callbacks=callbacks,
+        enable_checkpointing=bool(every),
+        default_root_dir=root,
+    )
     model = _Recorder()
     trainer.fit(model, datamodule=dm, ckpt_path=ckpt_path)
     return model.seen
@@ -98,8 +111,9 @@ def test_a_length_bucket_pads_to_its_multiples_and_leaves_the_loss_unchanged(bpe
     dm.setup("fit")
     split, tok = dm.splits["train"], dm.tokenizer
     torch.manual_seed(0)
-    model = Transformer(ModelConfig(n_layers=2, d_model=32, d_ff=64, n_heads=4, d_k=8, d_v=8, dropout=0.0),
-                        tok.vocab_size, tok.pad_id)
+    model = Transformer(
+        ModelConfig(n_layers=2, d_model=32, d_ff=64, n_heads=4, d_k=8, d_v=8, dropout=0.0), tok.vocab_size, tok.pad_id
+    )
     plain = Collater(split, tok.pad_id, tok.bos_id, tok.eos_id)
     for _, batch in zip(range(5), dm.train_dataloader()):
         src, tgt_in = batch["src"], batch["tgt_in"]
@@ -107,7 +121,7 @@ def test_a_length_bucket_pads_to_its_multiples_and_leaves_the_loss_unchanged(bpe
         assert src.numel() <= 400 and tgt_in.numel() <= 400  # the budget counts the bucketed widths
         ref = plain(batch["ids"].tolist())
         assert (src.size(1), tgt_in.size(1)) == (-(-ref["src"].size(1) // 8) * 8, -(-ref["tgt_in"].size(1) // 8) * 8)
-        assert (src[:, :ref["src"].size(1)] == ref["src"]).all() and (src[:, ref["src"].size(1):] == tok.pad_id).all()
+        assert (src[:, : ref["src"].size(1)] == ref["src"]).all() and (src[:, ref["src"].size(1) :] == tok.pad_id).all()
         assert batch["n_src_tokens"] == ref["n_src_tokens"] and batch["n_tgt_tokens"] == ref["n_tgt_tokens"]
         losses = []
         for b in (batch, ref):

@@ -1,20 +1,28 @@
 """Downloads against a real local HTTP server: full, resumed, restarted, dropped, corrupted, cached; extraction."""
+
 from __future__ import annotations
 
 import gzip
 import hashlib
 import importlib.util
 import io
+import ssl
 import tarfile
 from pathlib import Path
 
 import pytest
 
-import ssl
-
 import aiayn.data.download as dl
-from aiayn.data.download import (ArchiveError, ChecksumError, DownloadError, RetryPolicy, UnverifiedWarning,
-                                 download, extract, fetch)
+from aiayn.data.download import (
+    ArchiveError,
+    ChecksumError,
+    DownloadError,
+    RetryPolicy,
+    UnverifiedWarning,
+    download,
+    extract,
+    fetch,
+)
 
 _spec = importlib.util.spec_from_file_location("aiayn_tests_http_server", Path(__file__).with_name("http_server.py"))
 http_server = importlib.util.module_from_spec(_spec)
@@ -35,8 +43,15 @@ def policy(**kw) -> RetryPolicy:
 
 
 def _get(server, dest: Path, retries: int = 8, stall_s: float = 60.0, **kw) -> Path:
-    return download(server.url + "blob.bin", dest, SHA, progress=False, chunk_size=4096,
-                    policy=policy(retries=retries, stall_s=stall_s), **kw)
+    return download(
+        server.url + "blob.bin",
+        dest,
+        SHA,
+        progress=False,
+        chunk_size=4096,
+        policy=policy(retries=retries, stall_s=stall_s),
+        **kw,
+    )
 
 
 def test_full_download_is_verified_and_cached(server, tmp_path):
@@ -85,8 +100,9 @@ def test_five_drops_while_progressing_never_exhaust_the_budget(server, tmp_path)
     server.drops["blob.bin"] = [100_000, 300_000, 500_000, 700_000, 900_000]
     dest = _get(server, tmp_path / "blob.bin", retries=1)
     assert dest.read_bytes() == PAYLOAD
-    assert [r for _, r in server.requests] == [None] + [f"bytes={n}-" for n in (100_000, 300_000, 500_000,
-                                                                                700_000, 900_000)]
+    assert [r for _, r in server.requests] == [None] + [
+        f"bytes={n}-" for n in (100_000, 300_000, 500_000, 700_000, 900_000)
+    ]
 
 
 def test_a_stalled_server_is_abandoned_after_stall_s_and_resumed(server, tmp_path):
@@ -148,8 +164,14 @@ def test_waits_between_attempts_follow_the_policy(server, tmp_path):
     server.statuses["blob.bin"] = [503] * 3
     slept: list[float] = []
     with pytest.raises(DownloadError):
-        download(server.url + "blob.bin", tmp_path / "b", SHA, progress=False, sleep=slept.append,
-                 policy=RetryPolicy(retries=2, backoff_s=1.0, backoff_max_s=1.5))
+        download(
+            server.url + "blob.bin",
+            tmp_path / "b",
+            SHA,
+            progress=False,
+            sleep=slept.append,
+            policy=RetryPolicy(retries=2, backoff_s=1.0, backoff_max_s=1.5),
+        )
     assert len(slept) == 2 and 0.5 <= slept[0] <= 1.0 and 0.75 <= slept[1] <= 1.5  # then gave up: 3 > retries
 
 
@@ -170,8 +192,15 @@ def test_a_verified_archive_is_not_hashed_again(server, tmp_path, monkeypatch):
 def test_a_cached_archive_under_its_old_ambiguous_name_is_adopted_not_downloaded(server, tmp_path):
     (tmp_path / "cache").mkdir()
     (tmp_path / "cache" / "blob.bin").write_bytes(PAYLOAD)  # cached before names were unique per source
-    got = fetch("wmt13-blob.bin", "https://nowhere/wmt13/blob.bin", tmp_path / "cache", server.url, SHA,
-                progress=False, legacy_filename="blob.bin")
+    got = fetch(
+        "wmt13-blob.bin",
+        "https://nowhere/wmt13/blob.bin",
+        tmp_path / "cache",
+        server.url,
+        SHA,
+        progress=False,
+        legacy_filename="blob.bin",
+    )
     assert got.name == "wmt13-blob.bin" and got.read_bytes() == PAYLOAD and server.requests == []
 
 
@@ -227,8 +256,10 @@ def test_members_are_matched_with_or_without_a_leading_dot_slash(tmp_path):
     archive.write_bytes(_tar({"./test/newstest2013-src.en.sgm": b"<seg>\n", "././training/x.de": b"hallo\n"}))
     got = extract(archive, tmp_path / "out", ["test/newstest2013-src.en.sgm", "training/x.de"], progress=False)
     assert got["training/x.de"].read_bytes() == b"hallo\n" and got["training/x.de"] == tmp_path / "out/training/x.de"
-    assert sorted(extract(archive, tmp_path / "all", progress=False)) == ["test/newstest2013-src.en.sgm",
-                                                                          "training/x.de"]
+    assert sorted(extract(archive, tmp_path / "all", progress=False)) == [
+        "test/newstest2013-src.en.sgm",
+        "training/x.de",
+    ]
 
 
 def test_extract_selected_members_and_gz_inside_tar(tmp_path):

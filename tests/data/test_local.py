@@ -1,4 +1,5 @@
 """Local parallel folders: Multi30k from ../shared (held-out test carved off train), and tiny folders built here."""
+
 from __future__ import annotations
 
 import json
@@ -17,8 +18,7 @@ def _lines(path):
 
 def test_multi30k_with_a_carved_test_split(shared_dir, tmp_path):
     folder = shared_dir / "data" / "multi30k"
-    stats = prepare_local(folder, tmp_path / "a", "en", "de", "train", "val", None, CleanOptions(),
-                          holdout_size=1000)
+    stats = prepare_local(folder, tmp_path / "a", "en", "de", "train", "val", None, CleanOptions(), holdout_size=1000)
     out = tmp_path / "a"
     assert sorted(p.name for p in out.iterdir()) == sorted(SPLITS + ["stats.json"])
     assert json.loads((out / "stats.json").read_text()) == stats
@@ -28,10 +28,14 @@ def test_multi30k_with_a_carved_test_split(shared_dir, tmp_path):
     assert not set(test_src) & set(train_src)  # disjoint: no test source sentence is trained on
     train = stats["train"]
     assert train["read"] + train["removed_for_test"] == 29000
-    assert train["kept"] + sum(train["dropped"].values()) == train["read"] == len(train_src) + sum(
-        train["dropped"].values())
-    again = prepare_local(folder, tmp_path / "b", "en", "de", "train", "val", None, CleanOptions(),
-                          max_train_pairs=500, holdout_size=1000)
+    assert (
+        train["kept"] + sum(train["dropped"].values())
+        == train["read"]
+        == len(train_src) + sum(train["dropped"].values())
+    )
+    again = prepare_local(
+        folder, tmp_path / "b", "en", "de", "train", "val", None, CleanOptions(), max_train_pairs=500, holdout_size=1000
+    )
     assert _lines(tmp_path / "b" / "test.src") == test_src  # deterministic, and independent of the cap
     assert again["train"]["kept"] == len(_lines(tmp_path / "b" / "train.src")) == 500
 
@@ -46,9 +50,17 @@ def _folder(tmp_path, files: dict[str, str]):
 
 def test_explicit_test_prefix_and_sgm_files(tmp_path):
     sgm = '<doc docid="d1">\n<seg id="1">A &amp; B</seg>\n<seg id="2">C</seg>\n</doc>\n'
-    folder = _folder(tmp_path, {"train.en": "a b\n\nc d e\n", "train.fr": "x y\nz\nw\n",
-                                "dev.en": "hello\n", "dev.fr": "bonjour\n",
-                                "test.en.sgm": sgm, "test.fr.sgm": sgm.replace("A &amp; B", "A et B")})
+    folder = _folder(
+        tmp_path,
+        {
+            "train.en": "a b\n\nc d e\n",
+            "train.fr": "x y\nz\nw\n",
+            "dev.en": "hello\n",
+            "dev.fr": "bonjour\n",
+            "test.en.sgm": sgm,
+            "test.fr.sgm": sgm.replace("A &amp; B", "A et B"),
+        },
+    )
     stats = prepare_local(folder, tmp_path / "out", "en", "fr", "train", "dev", "test", CleanOptions())
     out = tmp_path / "out"
     assert _lines(out / "train.src") == ["a b", "c d e"] and stats["train"]["dropped"]["empty"] == 1

@@ -1,4 +1,5 @@
 """WMT fake-SGML parsing: entities, document ids, segment order, alignment of source and reference."""
+
 from __future__ import annotations
 
 import pytest
@@ -50,8 +51,12 @@ def _sacrebleu_text(path, tmp_path) -> list[str]:
 def test_our_reader_gives_exactly_sacrebleus_text_entities_included(tmp_path):
     """One entity policy for our references and sacreBLEU's: the same text, so our BLEU is the one
     `sacrebleu -t wmt14/full` users compute (docs/departures.md#sgm-entities)."""
-    ref = _write(tmp_path, "ref.sgm", SRC + '<doc docid="d3">\n<seg id="1">Preis:  5 &euro;   &amp;amp; mehr</seg>\n'
-                                            '<seg id="2">Tab\there &#x2014; und &lt;b&gt;</seg>\n</doc>\n')
+    ref = _write(
+        tmp_path,
+        "ref.sgm",
+        SRC + '<doc docid="d3">\n<seg id="1">Preis:  5 &euro;   &amp;amp; mehr</seg>\n'
+        '<seg id="2">Tab\there &#x2014; und &lt;b&gt;</seg>\n</doc>\n',
+    )
     ours = [s.text for s in read_sgm(ref)]
     assert ours == _sacrebleu_text(ref, tmp_path)
     assert "&amp;amp;" in ours[3] and "&#x2014;" in ours[4]

@@ -1,4 +1,5 @@
 """Synthetic corpus: determinism, sizes, lengths, and that reordering, agreement and compounds really occur."""
+
 from __future__ import annotations
 
 import collections
@@ -9,18 +10,28 @@ from aiayn.data import synthetic, synthetic_lexicon
 
 # Our own copy of the German paradigms, so agreement is checked against an independent table.
 ARTICLES = {
-    True: {"nom": {"m": "der", "f": "die", "n": "das", "pl": "die"},
-           "acc": {"m": "den", "f": "die", "n": "das", "pl": "die"},
-           "dat": {"m": "dem", "f": "der", "n": "dem", "pl": "den"}},
-    False: {"nom": {"m": "ein", "f": "eine", "n": "ein"},
-            "acc": {"m": "einen", "f": "eine", "n": "ein"},
-            "dat": {"m": "einem", "f": "einer", "n": "einem"}},
+    True: {
+        "nom": {"m": "der", "f": "die", "n": "das", "pl": "die"},
+        "acc": {"m": "den", "f": "die", "n": "das", "pl": "die"},
+        "dat": {"m": "dem", "f": "der", "n": "dem", "pl": "den"},
+    },
+    False: {
+        "nom": {"m": "ein", "f": "eine", "n": "ein"},
+        "acc": {"m": "einen", "f": "eine", "n": "ein"},
+        "dat": {"m": "einem", "f": "einer", "n": "einem"},
+    },
 }
 ADJ_ENDINGS = {
-    True: {"nom": {"m": "e", "f": "e", "n": "e", "pl": "en"}, "acc": {"m": "en", "f": "e", "n": "e", "pl": "en"},
-           "dat": {"m": "en", "f": "en", "n": "en", "pl": "en"}},
-    False: {"nom": {"m": "er", "f": "e", "n": "es"}, "acc": {"m": "en", "f": "e", "n": "es"},
-            "dat": {"m": "en", "f": "en", "n": "en"}},
+    True: {
+        "nom": {"m": "e", "f": "e", "n": "e", "pl": "en"},
+        "acc": {"m": "en", "f": "e", "n": "e", "pl": "en"},
+        "dat": {"m": "en", "f": "en", "n": "en", "pl": "en"},
+    },
+    False: {
+        "nom": {"m": "er", "f": "e", "n": "es"},
+        "acc": {"m": "en", "f": "e", "n": "es"},
+        "dat": {"m": "en", "f": "en", "n": "en"},
+    },
 }
 AUX = {"habe", "hast", "hat", "haben", "habt", "werde", "wirst", "wird", "werden", "werdet"}
 
@@ -44,8 +55,10 @@ def _contains(words: list[str], part: list[str]) -> bool:
     part = [part[0].lower()] + part[1:] if part else part
     lowered = [words[0]] + words[1:]
     n = len(part)
-    return any(lowered[i:i + n] == part or [lowered[i].lower()] + lowered[i + 1:i + n] == part
-               for i in range(len(lowered) - n + 1))
+    return any(
+        lowered[i : i + n] == part or [lowered[i].lower()] + lowered[i + 1 : i + n] == part
+        for i in range(len(lowered) - n + 1)
+    )
 
 
 def test_same_seed_gives_byte_identical_files(tmp_path):
@@ -101,8 +114,8 @@ def test_verb_final_subordinate_and_verb_second_inversion(pairs, lexicon):
                 kinds[c["kind"]] += len(c["de"]) > len(c["subj_de"]) + 1  # something separates subject and verb
             elif c["kind"] == "v2":  # German: fronted phrase, finite verb, subject; English: subject first
                 assert c["de"][f] == c["finite"]
-                assert c["de"][f + 1:f + 1 + len(c["subj_de"])] == c["subj_de"]
-                assert c["en"][f_en:f_en + k] == c["subj_en"]
+                assert c["de"][f + 1 : f + 1 + len(c["subj_de"])] == c["subj_de"]
+                assert c["en"][f_en : f_en + k] == c["subj_en"]
                 kinds["v2"] += 1
     assert kinds["sub"] > 100 and kinds["rel"] > 20 and kinds["v2"] > 100
 
@@ -111,7 +124,7 @@ def test_article_adjective_noun_agreement(pairs, lexicon):
     gender = {n.de: n.gender for n in lexicon.nouns}
     adjectives = {a[1] for a in lexicon.adjectives}
     cases = collections.Counter()
-    for en, de, meta in pairs:
+    for _en, de, meta in pairs:
         words = _surface_words(de)
         for np_ in meta["nps"]:
             tokens = [t for t in np_["de"] if t != ","]
@@ -121,7 +134,7 @@ def test_article_adjective_noun_agreement(pairs, lexicon):
             assert tokens[0] == ARTICLES[table_key][np_["case"]][g]
             for adj in tokens[1:-1]:
                 ending = ADJ_ENDINGS[table_key][np_["case"]][g]
-                assert adj.endswith(ending) and adj[:-len(ending)] in adjectives
+                assert adj.endswith(ending) and adj[: -len(ending)] in adjectives
             assert np_["en"][0] in ("the", "a")  # English has one form per article
             cases[(np_["case"], g)] += 1
     assert all(cases[(c, g)] > 5 for c in ("nom", "acc", "dat") for g in ("m", "f", "n", "pl"))
@@ -130,7 +143,7 @@ def test_article_adjective_noun_agreement(pairs, lexicon):
 def test_compounds_concatenate_and_take_head_gender(pairs, lexicon):
     nouns = {n.de for n in lexicon.nouns}
     found = 0
-    for en, de, meta in pairs:
+    for _en, de, meta in pairs:
         for mod, head, surface in meta["compounds"]:
             assert surface.startswith(mod + head.lower()[:3]) and surface not in nouns
             assert surface in _surface_words(de)

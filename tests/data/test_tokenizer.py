@@ -1,4 +1,5 @@
 """Joint sentencepiece tokenizer: fixed special ids, determinism, round trip, pickling, clear errors."""
+
 from __future__ import annotations
 
 import pickle

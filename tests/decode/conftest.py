@@ -1,4 +1,5 @@
 """Models for the decoding tests: a scripted fake with hand-written next-token probabilities, and a tiny Transformer."""
+
 from __future__ import annotations
 
 import math
@@ -31,8 +32,9 @@ class ScriptedModel(nn.Module):
     def encode(self, src: Tensor, src_mask: Tensor) -> Tensor:
         return src[:, :1].float()[:, :, None]  # (B, 1, 1): the sentence's key
 
-    def decode(self, tgt_in: Tensor, memory: Tensor, src_mask: Tensor, tgt_mask: Tensor | None,
-               cache: KVCache | None = None) -> Tensor:
+    def decode(
+        self, tgt_in: Tensor, memory: Tensor, src_mask: Tensor, tgt_mask: Tensor | None, cache: KVCache | None = None
+    ) -> Tensor:
         self.calls += 1
         if cache is not None:
             stored = tgt_in[:, None, :, None].float()  # (B, 1, 1, 1)
@@ -61,8 +63,21 @@ def scripted():
 def tiny_transformer() -> Transformer:
     """A random tiny Transformer in eval mode (12 tokens; ids 0-3 special)."""
     torch.manual_seed(0)
-    model = Transformer(ModelConfig(n_layers=2, d_model=32, d_ff=64, n_heads=4, d_k=8, d_v=8, dropout=0.0,
-                                    pos_encoding="sinusoidal", max_positions=128), vocab_size=12, pad_id=PAD)
+    model = Transformer(
+        ModelConfig(
+            n_layers=2,
+            d_model=32,
+            d_ff=64,
+            n_heads=4,
+            d_k=8,
+            d_v=8,
+            dropout=0.0,
+            pos_encoding="sinusoidal",
+            max_positions=128,
+        ),
+        vocab_size=12,
+        pad_id=PAD,
+    )
     return model.eval()
 
 

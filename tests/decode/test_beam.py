@@ -1,4 +1,5 @@
 """Golden tests: beam and greedy search against a scripted model with hand-written probabilities (section 6.1)."""
+
 from __future__ import annotations
 
 import math
@@ -12,12 +13,14 @@ PAD, BOS, EOS, A, B = 0, 2, 3, 4, 5
 SPECIAL = dict(bos_id=BOS, eos_id=EOS, pad_id=PAD)
 
 # Sentence key 10. [A] is the most probable translation, [B, B] wins once its length is rewarded.
-TABLE = {10: {
-    (): {A: 0.55, B: 0.45},
-    (A,): {EOS: 0.4, A: 0.35, B: 0.25},
-    (B,): {B: 0.68, EOS: 0.32},
-    (B, B): {EOS: 0.68, B: 0.32},
-}}
+TABLE = {
+    10: {
+        (): {A: 0.55, B: 0.45},
+        (A,): {EOS: 0.4, A: 0.35, B: 0.25},
+        (B,): {B: 0.68, EOS: 0.32},
+        (B, B): {EOS: 0.68, B: 0.32},
+    }
+}
 DEFAULT = {EOS: 0.5, A: 0.3, B: 0.2}
 LOGP_A = math.log(0.55 * 0.4)
 LOGP_BB = math.log(0.45 * 0.68 * 0.68)
@@ -39,14 +42,16 @@ def test_length_penalty_is_one_for_a_single_token_and_grows_with_alpha():
 @pytest.mark.parametrize("incremental", [True, False])
 def test_length_penalty_changes_the_winner(scripted, incremental):
     src = _src([10, EOS])
-    plain = beam_search(scripted(TABLE, DEFAULT), src, beam_size=2, alpha=0.0, max_len_b=10,
-                        incremental=incremental, **SPECIAL)[0]
+    plain = beam_search(
+        scripted(TABLE, DEFAULT), src, beam_size=2, alpha=0.0, max_len_b=10, incremental=incremental, **SPECIAL
+    )[0]
     assert [h.tokens for h in plain] == [[A], [B, B]]
     assert [h.score for h in plain] == pytest.approx([LOGP_A, LOGP_BB])
     assert [h.logprob for h in plain] == pytest.approx([LOGP_A, LOGP_BB])
 
-    rewarded = beam_search(scripted(TABLE, DEFAULT), src, beam_size=2, alpha=0.6, max_len_b=10,
-                           incremental=incremental, **SPECIAL)[0]
+    rewarded = beam_search(
+        scripted(TABLE, DEFAULT), src, beam_size=2, alpha=0.6, max_len_b=10, incremental=incremental, **SPECIAL
+    )[0]
     assert [h.tokens for h in rewarded] == [[B, B], [A]]
     # |Y| counts EOS: [B, B] + EOS has length 3, [A] + EOS length 2.
     assert [h.score for h in rewarded] == pytest.approx([LOGP_BB / (8 / 6) ** 0.6, LOGP_A / (7 / 6) ** 0.6])
@@ -59,8 +64,9 @@ def test_search_goes_on_past_k_finished_while_a_live_hypothesis_can_win_then_sto
     # once length-rewarded, so the search goes on and finds the winner [B, B]; stopping at K finished would
     # have returned [A] first. After step 3 no live hypothesis can enter the pool, far before the limit (12).
     model = scripted(TABLE, DEFAULT)
-    hyps = beam_search(model, _src([10, EOS]), beam_size=2, alpha=0.6, max_len_b=10, incremental=incremental,
-                       **SPECIAL)[0]
+    hyps = beam_search(
+        model, _src([10, EOS]), beam_size=2, alpha=0.6, max_len_b=10, incremental=incremental, **SPECIAL
+    )[0]
     assert [h.tokens for h in hyps] == [[B, B], [A]]
     assert model.calls == 4
     plain = scripted(TABLE, DEFAULT)
@@ -81,8 +87,9 @@ def test_max_length_is_input_length_plus_b_and_ends_with_forced_eos(scripted, in
     src = _src([10, 11, EOS], [10, EOS])
     limits = [3 + 2, 2 + 2]
     never_stop = {A: 0.9, EOS: 0.1}
-    beams = beam_search(scripted({}, never_stop), src, beam_size=2, alpha=0.6, max_len_b=2,
-                        incremental=incremental, **SPECIAL)
+    beams = beam_search(
+        scripted({}, never_stop), src, beam_size=2, alpha=0.6, max_len_b=2, incremental=incremental, **SPECIAL
+    )
     greedy = greedy_search(scripted({}, never_stop), src, max_len_b=2, incremental=incremental, **SPECIAL)
     for hyps, out, limit in zip(beams, greedy, limits):
         assert all(len(h.tokens) <= limit for h in hyps)
@@ -101,20 +108,29 @@ def test_batched_sentences_are_searched_independently(scripted):
     table = {**TABLE, 20: {(): {B: 0.7, A: 0.3}, (B,): {EOS: 0.9, A: 0.1}}}
     src = _src([10, EOS], [20, 20, 20, EOS], [10, EOS])
     batched = beam_search(scripted(table, DEFAULT), src, beam_size=2, alpha=0.6, max_len_b=10, **SPECIAL)
-    single = [beam_search(scripted(table, DEFAULT), src[i:i + 1], beam_size=2, alpha=0.6, max_len_b=10,
-                          **SPECIAL)[0] for i in range(3)]
+    single = [
+        beam_search(scripted(table, DEFAULT), src[i : i + 1], beam_size=2, alpha=0.6, max_len_b=10, **SPECIAL)[0]
+        for i in range(3)
+    ]
     assert batched == single
     assert batched[1][0].tokens == [B]
 
 
 def test_pad_and_bos_are_never_emitted(scripted):
-    hyps = beam_search(scripted({}, {PAD: 0.5, BOS: 0.3, A: 0.1, EOS: 0.1}), _src([10, EOS]), beam_size=2,
-                       alpha=0.6, max_len_b=3, **SPECIAL)[0]
+    hyps = beam_search(
+        scripted({}, {PAD: 0.5, BOS: 0.3, A: 0.1, EOS: 0.1}),
+        _src([10, EOS]),
+        beam_size=2,
+        alpha=0.6,
+        max_len_b=3,
+        **SPECIAL,
+    )[0]
     assert all(PAD not in h.tokens and BOS not in h.tokens for h in hyps)
 
 
-@pytest.mark.parametrize("kwargs, match", [(dict(beam_size=0, alpha=0.6), "beam_size"),
-                                           (dict(beam_size=2, alpha=-1.0), "alpha")])
+@pytest.mark.parametrize(
+    "kwargs, match", [(dict(beam_size=0, alpha=0.6), "beam_size"), (dict(beam_size=2, alpha=-1.0), "alpha")]
+)
 def test_bad_arguments_are_rejected(scripted, kwargs, match):
     with pytest.raises(ValueError, match=match):
         beam_search(scripted(TABLE, DEFAULT), _src([10, EOS]), max_len_b=10, **kwargs, **SPECIAL)

@@ -1,4 +1,5 @@
 """Equivalences on a real tiny Transformer: cached = recomputed, beam 1 = greedy, batched = one at a time."""
+
 from __future__ import annotations
 
 import pytest

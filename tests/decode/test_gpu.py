@@ -1,4 +1,5 @@
 """Decoding on a CUDA device gives what it gives on the CPU (skipped without a GPU)."""
+
 from __future__ import annotations
 
 import copy
@@ -31,8 +32,9 @@ def gpu_model(tiny_transformer):
 @pytest.mark.parametrize("incremental", [True, False])
 def test_beam_search_on_gpu_matches_cpu(tiny_transformer, gpu_model, sources, incremental):
     cpu = beam_search(tiny_transformer, sources, beam_size=4, alpha=0.6, max_len_b=6, **SPECIAL)
-    gpu = beam_search(gpu_model, sources.cuda(), beam_size=4, alpha=0.6, max_len_b=6, incremental=incremental,
-                      **SPECIAL)
+    gpu = beam_search(
+        gpu_model, sources.cuda(), beam_size=4, alpha=0.6, max_len_b=6, incremental=incremental, **SPECIAL
+    )
     assert [[h.tokens for h in hyps] for hyps in gpu] == [[h.tokens for h in hyps] for hyps in cpu]
     for got, ref in zip(gpu, cpu):
         assert [h.score for h in got] == pytest.approx([h.score for h in ref], abs=1e-4)

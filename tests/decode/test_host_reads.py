@@ -1,13 +1,14 @@
 """The searches read the device only when they compact the batch and at the end, not on every step."""
+
 from __future__ import annotations
 
 import pytest
 import torch
+from tests.host_reads import HostReads
 
 from aiayn.decode import beam_search, greedy_search
 from aiayn.decode.translate import default_compact_every
 
-from tests.host_reads import HostReads
 from .test_beam import TABLE, _src
 
 SPECIAL = dict(bos_id=2, eos_id=3, pad_id=0)

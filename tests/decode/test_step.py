@@ -1,4 +1,5 @@
 """The decoding Stepper keeps the source once per sentence: beams changing parents never copy it."""
+
 from __future__ import annotations
 
 import torch
@@ -35,4 +36,4 @@ def test_beams_changing_parents_leave_the_source_and_its_keys_in_place(tiny_tran
         stepper.select((keep[:, None] * beams + torch.arange(beams)).flatten(), keep)
         assert torch.equal(stepper.memory, memory[keep])
         assert torch.equal(_cross(stepper, 1)[0], cross[1][0][keep])
-        assert stepper.log_probs(tokens[:2 * beams]).shape == (2 * beams, 12)
+        assert stepper.log_probs(tokens[: 2 * beams]).shape == (2 * beams, 12)

@@ -1,4 +1,5 @@
 """translate(): text to text, batched by length, in the caller's order, leaving the model's mode as it was."""
+
 from __future__ import annotations
 
 import pytest
@@ -41,8 +42,9 @@ def test_batch_by_length_respects_the_token_budget_and_covers_every_index():
 def test_translate_matches_searching_each_sentence_alone(tiny_transformer, strategy):
     tok = LetterTokenizer()
     tiny_transformer.train()
-    out = translate(tiny_transformer, tok, SENTENCES, strategy=strategy, beam_size=3, alpha=0.6, max_len_b=4,
-                    batch_tokens=12)
+    out = translate(
+        tiny_transformer, tok, SENTENCES, strategy=strategy, beam_size=3, alpha=0.6, max_len_b=4, batch_tokens=12
+    )
     assert tiny_transformer.training  # restored
     tiny_transformer.eval()
     expected = []
@@ -59,13 +61,19 @@ def test_translate_matches_searching_each_sentence_alone(tiny_transformer, strat
 
 def test_unknown_strategy_is_rejected(tiny_transformer):
     with pytest.raises(ValueError, match="sample"):
-        translate(tiny_transformer, LetterTokenizer(), ["ab"], strategy="sample", beam_size=4, alpha=0.6,
-                  max_len_b=5)
+        translate(tiny_transformer, LetterTokenizer(), ["ab"], strategy="sample", beam_size=4, alpha=0.6, max_len_b=5)
 
 
-@pytest.mark.parametrize("precision, dtype", [("bf16-mixed", torch.bfloat16), ("16-mixed", torch.float16),
-                                              ("bf16-true", torch.bfloat16), ("32-true", torch.float32),
-                                              ("64-true", torch.float32)])
+@pytest.mark.parametrize(
+    "precision, dtype",
+    [
+        ("bf16-mixed", torch.bfloat16),
+        ("16-mixed", torch.float16),
+        ("bf16-true", torch.bfloat16),
+        ("32-true", torch.float32),
+        ("64-true", torch.float32),
+    ],
+)
 def test_decoding_arithmetic_follows_the_lightning_precision(precision, dtype):
     layer = torch.nn.Linear(4, 4)
     with autocast(precision, "cpu"):

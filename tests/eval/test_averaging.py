@@ -1,4 +1,5 @@
 """Checkpoint averaging and picking the last K checkpoints by step."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -18,8 +19,11 @@ def _save(path: Path, weights: dict[str, torch.Tensor], step: int = 0, **extra) 
 
 def _weights(seed: int) -> dict[str, torch.Tensor]:
     gen = torch.Generator().manual_seed(seed)
-    return {"w": torch.randn(3, 4, generator=gen), "half": torch.randn(5, generator=gen).half(),
-            "count": torch.tensor([seed])}
+    return {
+        "w": torch.randn(3, 4, generator=gen),
+        "half": torch.randn(5, generator=gen).half(),
+        "count": torch.tensor([seed]),
+    }
 
 
 def test_averaging_copies_of_one_checkpoint_gives_it_back(tmp_path):

@@ -1,4 +1,5 @@
 """sacreBLEU, chrF and the paper's tokenized, compound-split BLEU."""
+
 from __future__ import annotations
 
 import math

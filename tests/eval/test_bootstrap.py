@@ -1,4 +1,5 @@
 """Bootstrap 95% interval of one system's BLEU and sacreBLEU's paired bootstrap test between two systems."""
+
 from __future__ import annotations
 
 import random

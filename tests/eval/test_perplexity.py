@@ -1,4 +1,5 @@
 """Per-subword perplexity: exp(total NLL / target tokens), padding ignored."""
+
 from __future__ import annotations
 
 import math

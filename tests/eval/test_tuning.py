@@ -1,4 +1,5 @@
 """Dev-set choice of beam size and alpha: the chooser on written scores, and the real Hydra multirun sweep."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -13,17 +14,27 @@ from omegaconf import OmegaConf
 
 from aiayn.config import CONF_DIR, ConfigError, compose, prepare
 from aiayn.eval.tuning import (
-    prune_stale, rank_key, read_results, setting_name, tune_setting, write_choice,
+    prune_stale,
+    rank_key,
+    read_results,
+    setting_name,
+    tune_setting,
+    write_choice,
 )
 
 REPO = Path(__file__).resolve().parents[2]
-CONTEXT = {"checkpoints": [{"name": "step-00000012.ckpt", "size": 1, "mtime_ns": 1}], "max_len_b": 50,
-           "dev_lines": 3}
+CONTEXT = {"checkpoints": [{"name": "step-00000012.ckpt", "size": 1, "mtime_ns": 1}], "max_len_b": 50, "dev_lines": 3}
 
 
 def write_result(folder: Path, beam: int, alpha: float, bleu: float, context: dict = CONTEXT) -> None:
-    result = {"beam_size": beam, "length_penalty": alpha, "dev_bleu": bleu, "dev_chrf": bleu + 10,
-              "dev_sentences_per_s": 100.0 / beam, "context": context}
+    result = {
+        "beam_size": beam,
+        "length_penalty": alpha,
+        "dev_bleu": bleu,
+        "dev_chrf": bleu + 10,
+        "dev_sentences_per_s": 100.0 / beam,
+        "context": context,
+    }
     folder.mkdir(parents=True, exist_ok=True)
     (folder / f"{setting_name(beam, alpha)}.json").write_text(json.dumps(result))
 
@@ -41,8 +52,10 @@ def test_highest_dev_bleu_wins_over_smaller_beam(tmp_path: Path) -> None:
     for beam, alpha, bleu in ((1, 0.6, 20.0), (4, 0.6, 21.5), (4, 1.0, 21.4), (8, 0.0, 19.0)):
         write_result(tmp_path, beam, alpha, bleu)
     chosen = write_choice(tmp_path)
-    assert chosen_of(tmp_path) == (4, 0.6) and chosen["overrides"] == ["decode.beam_size=4",
-                                                                        "decode.length_penalty=0.6"]
+    assert chosen_of(tmp_path) == (4, 0.6) and chosen["overrides"] == [
+        "decode.beam_size=4",
+        "decode.length_penalty=0.6",
+    ]
     assert [s["dev_bleu"] for s in chosen["settings"]] == [21.5, 21.4, 20.0, 19.0]
     table = (tmp_path / "table.md").read_text().splitlines()
     assert len(table) == 2 + 4 and table[2].endswith("| * |") and not table[3].endswith("| * |")
@@ -63,8 +76,12 @@ def test_tuned_yaml_composes_as_a_decode_option(tmp_path: Path) -> None:
     write_result(tmp_path, 2, 1.0, 30.0)
     write_choice(tmp_path)
     cfg = prepare(compose([f"hydra.searchpath=[file://{tmp_path}]", "decode=tuned"]))
-    assert (cfg.decode.strategy, cfg.decode.beam_size, cfg.decode.length_penalty, cfg.decode.max_len_b) == \
-        ("beam", 2, 1.0, 50)
+    assert (cfg.decode.strategy, cfg.decode.beam_size, cfg.decode.length_penalty, cfg.decode.max_len_b) == (
+        "beam",
+        2,
+        1.0,
+        50,
+    )
 
 
 def test_bad_folders_fail_naming_the_file(tmp_path: Path) -> None:
@@ -106,9 +123,19 @@ def stage(name: str):
 
 def overrides(tmp: Path) -> list[str]:
     # A test set of another size than dev shows which split was decoded.
-    return ["scale=smoke", "logger=none", "trainer.enable_progress_bar=false", "train.max_steps=4",
-            "data.valid_size=12", "data.test_size=8", "decode.max_len_b=10", f"paths.raw={tmp}/data/raw",
-            f"paths.bpe={tmp}/data/bpe", f"paths.runs={tmp}/runs", f"paths.tuning={tmp}/tuning"]
+    return [
+        "scale=smoke",
+        "logger=none",
+        "trainer.enable_progress_bar=false",
+        "train.max_steps=4",
+        "data.valid_size=12",
+        "data.test_size=8",
+        "decode.max_len_b=10",
+        f"paths.raw={tmp}/data/raw",
+        f"paths.bpe={tmp}/data/bpe",
+        f"paths.runs={tmp}/runs",
+        f"paths.tuning={tmp}/tuning",
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -119,9 +146,18 @@ def swept(tmp_path_factory) -> Path:
         stage(name).run(compose(overrides(tmp)))
     # One intra-op thread: tiny tensors on shared cores decode several times faster than with a contended pool.
     env = dict(os.environ, WANDB_MODE="offline", HYDRA_FULL_ERROR="1", OMP_NUM_THREADS="1")
-    args = [sys.executable, "pipeline/tune_decode.py", "-m", "+tune=decode", "row=base", "seed=1",
-            *overrides(tmp), f"hydra.sweep.dir={tmp}/multirun", "decode.beam_size=1,3",
-            "decode.length_penalty=0.0,0.6"]
+    args = [
+        sys.executable,
+        "pipeline/tune_decode.py",
+        "-m",
+        "+tune=decode",
+        "row=base",
+        "seed=1",
+        *overrides(tmp),
+        f"hydra.sweep.dir={tmp}/multirun",
+        "decode.beam_size=1,3",
+        "decode.length_penalty=0.0,0.6",
+    ]
     proc = subprocess.run(args, cwd=REPO, env=env, capture_output=True, text=True)
     assert proc.returncode == 0, f"sweep failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     return tmp

@@ -1,4 +1,5 @@
 """A tiny Transformer factory for the model tests (eval mode, dropout 0 unless asked)."""
+
 from __future__ import annotations
 
 import pytest
@@ -22,6 +23,7 @@ def make_model():
 @pytest.fixture
 def tokens():
     """Random non-pad token ids (B, L) from a fixed generator."""
+
     def draw(batch: int, length: int, seed: int = 0) -> torch.Tensor:
         return torch.randint(1, VOCAB, (batch, length), generator=torch.Generator().manual_seed(seed))
 

@@ -1,4 +1,5 @@
 """Eq. 1 and multi-head attention: weights are distributions, masks give exact zeros, fused == reference."""
+
 from __future__ import annotations
 
 import math
@@ -13,8 +14,11 @@ from aiayn.model.attention import attention_weights
 
 def _qkv(batch=2, heads=3, t=5, s=7, d_k=8, d_v=6, seed=0):
     g = torch.Generator().manual_seed(seed)
-    return (torch.randn(batch, heads, t, d_k, generator=g), torch.randn(batch, heads, s, d_k, generator=g),
-            torch.randn(batch, heads, s, d_v, generator=g))
+    return (
+        torch.randn(batch, heads, t, d_k, generator=g),
+        torch.randn(batch, heads, s, d_k, generator=g),
+        torch.randn(batch, heads, s, d_v, generator=g),
+    )
 
 
 def _random_mask(batch=2, t=5, s=7, seed=1):
@@ -85,7 +89,7 @@ def _per_head_reference(mha: MultiHeadAttention, x: Tensor) -> tuple[Tensor, Ten
     q, k, v = x @ w_q.T + b_q, x @ w_k.T + b_k, x @ w_v.T + b_v  # (T, H*d)
     heads = []
     for i in range(h):
-        qi, ki, vi = q[:, i * d_k:(i + 1) * d_k], k[:, i * d_k:(i + 1) * d_k], v[:, i * d_v:(i + 1) * d_v]
+        qi, ki, vi = q[:, i * d_k : (i + 1) * d_k], k[:, i * d_k : (i + 1) * d_k], v[:, i * d_v : (i + 1) * d_v]
         heads.append(torch.softmax(qi @ ki.T / math.sqrt(d_k), dim=-1) @ vi)
     multi = mha.w_o(torch.cat(heads, dim=-1))
     # One head over the concatenated slices: the scores of all heads summed under one softmax.
@@ -103,7 +107,6 @@ def test_multi_head_is_not_one_head_over_concatenated_slices():
     assert (out - single).abs().max() > 1e-2  # ...which a single softmax over all slices does not match
 
 
-
 @pytest.mark.parametrize("gain", [1.0, 2**-0.5])
 def test_qkv_init_gain_scales_xavier_of_each_projection(gain):
     """W_Q, W_K, W_V ~ U(+-gain * sqrt(6 / (fan_in + fan_out))) each; W_O plain Xavier; biases zero."""
@@ -111,8 +114,12 @@ def test_qkv_init_gain_scales_xavier_of_each_projection(gain):
     d_model, heads, d_k, d_v = 256, 4, 64, 32
     mha = MultiHeadAttention(d_model, heads, d_k, d_v, qkv_init_gain=gain)
     blocks = mha.w_qkv.weight.detach().split([heads * d_k, heads * d_k, heads * d_v])
-    for block, expected_gain in ((blocks[0], gain), (blocks[1], gain), (blocks[2], gain),
-                                 (mha.w_o.weight.detach(), 1.0)):
+    for block, expected_gain in (
+        (blocks[0], gain),
+        (blocks[1], gain),
+        (blocks[2], gain),
+        (mha.w_o.weight.detach(), 1.0),
+    ):
         bound = expected_gain * math.sqrt(6 / sum(block.shape))
         assert block.abs().max() <= bound
         assert block.std().item() == pytest.approx(bound / math.sqrt(3), rel=0.03)  # std of U(-b, b) is b / sqrt(3)
@@ -128,6 +135,9 @@ def test_default_qkv_init_matches_torch_packed_in_projection():
     ours = MultiHeadAttention(512, 8, 64, 64).w_qkv.weight.detach()
     torch_packed = torch.nn.MultiheadAttention(512, 8).in_proj_weight.detach()
     assert ours.std().item() == pytest.approx(torch_packed.std().item(), rel=0.01)
-    default_gain = Transformer(ModelConfig(n_layers=1, d_model=8, d_ff=16, n_heads=2, d_k=4, d_v=4), 16
-                               ).encoder[0].self_attn.qkv_init_gain
+    default_gain = (
+        Transformer(ModelConfig(n_layers=1, d_model=8, d_ff=16, n_heads=2, d_k=4, d_v=4), 16)
+        .encoder[0]
+        .self_attn.qkv_init_gain
+    )
     assert default_gain == ModelConfig().qkv_init_gain == pytest.approx(2**-0.5)

@@ -1,4 +1,5 @@
 """Incremental decoding with a KVCache equals full recomputation; reorder follows the beams."""
+
 from __future__ import annotations
 
 import pytest
@@ -32,8 +33,14 @@ def _incremental_logits(model, src, tgt_in, first: int = 1):
     return torch.cat(steps, dim=1)
 
 
-VARIANTS = [dict(pos_encoding="sinusoidal"), dict(pos_encoding="learned"), dict(pos_encoding="rotary"),
-            dict(norm_position="pre"), dict(share_embeddings="none"), dict(activation="gelu")]
+VARIANTS = [
+    dict(pos_encoding="sinusoidal"),
+    dict(pos_encoding="learned"),
+    dict(pos_encoding="rotary"),
+    dict(norm_position="pre"),
+    dict(share_embeddings="none"),
+    dict(activation="gelu"),
+]
 
 
 @pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: "-".join(map(str, v.values())))
@@ -104,8 +111,9 @@ def test_outputs_longer_than_the_buffers_grow_through_doubling(make_model, token
     model = make_model(max_positions=64)
     src, tgt_in = tokens(2, 5), tokens(2, 40, seed=1)
     with torch.no_grad():
-        torch.testing.assert_close(_incremental_logits(model, src, tgt_in), _full_logits(model, src, tgt_in),
-                                   atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(
+            _incremental_logits(model, src, tgt_in), _full_logits(model, src, tgt_in), atol=1e-5, rtol=1e-5
+        )
 
 
 def _beams_of(model, src, tgt_in, group, parents):
@@ -116,8 +124,8 @@ def _beams_of(model, src, tgt_in, group, parents):
     rows = torch.arange(src.size(0)).repeat_interleave(group)
     out_grouped, out_plain = [], []
     for t in range(tgt_in.size(1)):
-        out_grouped.append(model.decode(tgt_in[:, t:t + 1], memory, mask, None, cache=grouped))
-        out_plain.append(model.decode(tgt_in[:, t:t + 1], memory[rows], mask[rows], None, cache=plain))
+        out_grouped.append(model.decode(tgt_in[:, t : t + 1], memory, mask, None, cache=grouped))
+        out_plain.append(model.decode(tgt_in[:, t : t + 1], memory[rows], mask[rows], None, cache=plain))
         if parents is not None:
             grouped.reorder(parents)
             plain.reorder(parents)

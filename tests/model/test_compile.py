@@ -5,6 +5,7 @@ all run long. Dynamo marks a dimension dynamic when it first sees it change, so 
 first static one, one dynamic one, and one per size-1 dimension (a batch of one long sentence, a one-token target),
 which it specialises. Checked with the eager backend (Dynamo's tracing without Inductor's code generation).
 """
+
 from __future__ import annotations
 
 import pytest
@@ -14,13 +15,24 @@ from torch._dynamo.utils import counters
 from aiayn.model import ModelConfig, Transformer
 from aiayn.train.loss import label_smoothed_nll_loss
 
-SHAPES = [(16, 24, 25), (80, 5, 7), (30, 13, 12), (1, 60, 70), (12, 33, 1), (7, 2, 9), (40, 10, 10), (3, 41, 38),
-          (1, 70, 62), (9, 3, 1), (64, 6, 6)]  # (sentences, source length, target length)
+SHAPES = [
+    (16, 24, 25),
+    (80, 5, 7),
+    (30, 13, 12),
+    (1, 60, 70),
+    (12, 33, 1),
+    (7, 2, 9),
+    (40, 10, 10),
+    (3, 41, 38),
+    (1, 70, 62),
+    (9, 3, 1),
+    (64, 6, 6),
+]  # (sentences, source length, target length)
 
 
 def _batch(gen: torch.Generator, sentences: int, src_len: int, tgt_len: int):
     src = torch.randint(4, 100, (sentences, src_len), generator=gen)
-    src[0, src_len - 1:] = 0  # a padded position
+    src[0, src_len - 1 :] = 0  # a padded position
     tgt = torch.randint(4, 100, (sentences, tgt_len + 1), generator=gen)
     return src, tgt[:, :-1], tgt[:, 1:]
 
@@ -30,8 +42,7 @@ def test_varying_batch_shapes_compile_a_bounded_number_of_graphs_and_match_eager
     counters.clear()
     torch.manual_seed(0)
     eager = Transformer(ModelConfig(n_layers=1, d_model=32, d_ff=64, n_heads=2, d_k=16, d_v=16, dropout=0.0), 100, 0)
-    compiled = Transformer(ModelConfig(n_layers=1, d_model=32, d_ff=64, n_heads=2, d_k=16, d_v=16, dropout=0.0),
-                           100, 0)
+    compiled = Transformer(ModelConfig(n_layers=1, d_model=32, d_ff=64, n_heads=2, d_k=16, d_v=16, dropout=0.0), 100, 0)
     compiled.load_state_dict(eager.state_dict())
     compiled.compile(backend="eager")  # as fit.py does for train.compile, without code generation
     gen = torch.Generator().manual_seed(0)
@@ -61,8 +72,10 @@ def _module_and_batches():
     from aiayn.train.module import TranslationModule
 
     model = dict(n_layers=1, d_model=32, d_ff=64, n_heads=2, d_k=16, d_v=16, dropout=0.0)
-    make = lambda: TranslationModule(model=model, train=dataclasses.asdict(TrainConfig()), vocab_size=100,  # noqa
-                                     pad_id=0)
+
+    def make() -> TranslationModule:
+        return TranslationModule(model=model, train=dataclasses.asdict(TrainConfig()), vocab_size=100, pad_id=0)
+
     torch.manual_seed(0)
     plain = make()
     compiled = make()

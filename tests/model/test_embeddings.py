@@ -1,4 +1,5 @@
 """Positional encodings (section 3.5): relative offsets are linear maps; switches and limits are checked."""
+
 from __future__ import annotations
 
 import math

@@ -1,4 +1,5 @@
 """The same properties on a CUDA device, where other fused attention kernels are chosen (skipped without one)."""
+
 from __future__ import annotations
 
 import pytest
@@ -23,8 +24,7 @@ def test_fused_equals_reference_on_gpu_with_an_empty_row():
     q, k, v, mask = (t.cuda() for t in (q, k, v, mask))
     fused = scaled_dot_product_attention(q, k, v, mask)
     assert torch.isfinite(fused).all() and (fused[1, :, 4] == 0).all()
-    torch.testing.assert_close(fused, scaled_dot_product_attention(q, k, v, mask, reference=True), atol=1e-5,
-                               rtol=1e-5)
+    torch.testing.assert_close(fused, scaled_dot_product_attention(q, k, v, mask, reference=True), atol=1e-5, rtol=1e-5)
 
 
 def test_gpu_model_matches_cpu_and_cache_matches_full(make_model, tokens):
@@ -68,7 +68,8 @@ def test_chunked_loss_on_gpu_under_bf16_is_as_accurate_as_the_plain_loss():
     with torch.autocast("cuda", dtype=torch.bfloat16):
         plain, _ = label_smoothed_nll_loss(F.linear(hidden, weight), target, 0.1, PAD)
         chunked, _ = chunked_label_smoothed_nll_loss(hidden, weight, target, 0.1, PAD, 100)
-    for c, p, t in zip(torch.autograd.grad(chunked, (hidden, weight)), torch.autograd.grad(plain, (hidden, weight)),
-                       true_grads):
+    for c, p, t in zip(
+        torch.autograd.grad(chunked, (hidden, weight)), torch.autograd.grad(plain, (hidden, weight)), true_grads
+    ):
         assert (c - t).norm() <= 1.5 * (p - t).norm() + 1e-6 * t.norm()
     assert abs(chunked - truth) <= 1.5 * abs(plain - truth) + 1e-3 * abs(truth)

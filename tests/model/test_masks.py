@@ -1,4 +1,5 @@
 """The one mask convention: boolean, True = may attend."""
+
 from __future__ import annotations
 
 import pytest

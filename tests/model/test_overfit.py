@@ -1,4 +1,5 @@
 """A tiny model, trained with the paper's loss, schedule and Adam settings, learns to copy (slow)."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,5 @@
 """Whole-model properties: permutation equivariance, causality, padding invariance, LayerNorm, sizes."""
+
 from __future__ import annotations
 
 import pytest
@@ -45,13 +46,16 @@ def test_padding_invariance(make_model, tokens):
     src, tgt_in = tokens(2, 6), tokens(2, 5, seed=1)
     padded_src = F.pad(src, (0, 4), value=PAD)
     torch.testing.assert_close(
-        model.encode(padded_src, src_mask(padded_src, PAD))[:, :6], model.encode(src, src_mask(src, PAD)), atol=1e-5,
+        model.encode(padded_src, src_mask(padded_src, PAD))[:, :6],
+        model.encode(src, src_mask(src, PAD)),
+        atol=1e-5,
         rtol=1e-5,
     )
     torch.testing.assert_close(model(padded_src, tgt_in), model(src, tgt_in), atol=1e-5, rtol=1e-5)
     # Padding the target as well leaves the real positions' logits unchanged.
-    torch.testing.assert_close(model(padded_src, F.pad(tgt_in, (0, 3), value=PAD))[:, :5], model(src, tgt_in),
-                               atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        model(padded_src, F.pad(tgt_in, (0, 3), value=PAD))[:, :5], model(src, tgt_in), atol=1e-5, rtol=1e-5
+    )
 
 
 def test_padding_matters_only_through_the_mask(make_model, tokens):

@@ -1,5 +1,6 @@
 """The model switches later work ablates, each against its reference formula: pre-LN, embedding sharing, GELU,
 attention dropout, rotary positions (shift invariance of the attention scores)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -185,9 +186,19 @@ def test_rotary_model_adds_nothing_to_the_embeddings_and_sees_order():
 def test_switch_defaults_are_the_papers():
     cfg = ModelConfig()
     assert (cfg.norm_position, cfg.share_embeddings, cfg.activation, cfg.attention_dropout, cfg.pos_encoding) == (
-        "post", "all", "relu", 0.0, "sinusoidal")
-    assert {f.name for f in dataclasses.fields(ModelConfig)} >= {"norm_position", "share_embeddings", "activation",
-                                                                 "attention_dropout", "pos_encoding"}
+        "post",
+        "all",
+        "relu",
+        0.0,
+        "sinusoidal",
+    )
+    assert {f.name for f in dataclasses.fields(ModelConfig)} >= {
+        "norm_position",
+        "share_embeddings",
+        "activation",
+        "attention_dropout",
+        "pos_encoding",
+    }
 
 
 def test_bad_switch_values_are_refused():

@@ -1,6 +1,7 @@
 """`python -m aiayn.seeds` end to end: the pilot's plan extends params.yaml once, `dvc repro` trains only the new
 seeds of the planned row and base, the table pairs them and calls its verdicts final, and a second extension is
 refused. A temporary DVC repo, smoke scale."""
+
 from __future__ import annotations
 
 import csv
@@ -52,7 +53,10 @@ def test_the_one_extension_runs_only_the_planned_seeds(tmp_path: Path, copy_proj
     with open(table, encoding="utf-8", newline="") as f:
         rows = {r["row"]: r for r in csv.DictReader(f)}
     assert [(r, rows[r]["n_seeds"], rows[r]["delta_bleu_n_pairs"]) for r in ("base", "D1", "E")] == [
-        ("base", "3", ""), ("D1", "3", "3"), ("E", "2", "2")]
+        ("base", "3", ""),
+        ("D1", "3", "3"),
+        ("E", "2", "2"),
+    ]
     assert rows["D1"]["verdict_final"] == "True" and rows["E"]["verdict_final"] == "True"  # the extension was made
     assert "Running stage" not in helpers.dvc("repro", cwd=repo)  # the edited params.yaml is what DVC recorded
     with pytest.raises(SystemExit, match="one extension was made"):

@@ -1,4 +1,5 @@
 """`dvc repro` end to end in a temporary copy of the repository (a real DVC repo) at the smoke scale."""
+
 from __future__ import annotations
 
 import csv
@@ -16,8 +17,14 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def run(args: list[str], cwd: Path, extra_env: dict[str, str] | None = None, **kw) -> subprocess.CompletedProcess:
-    env = dict(os.environ, WANDB_MODE="offline", WANDB_SILENT="true", HYDRA_FULL_ERROR="1",
-               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", **(extra_env or {}))
+    env = dict(
+        os.environ,
+        WANDB_MODE="offline",
+        WANDB_SILENT="true",
+        HYDRA_FULL_ERROR="1",
+        PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        **(extra_env or {}),
+    )
     proc = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, **kw)
     assert proc.returncode == 0, f"{' '.join(args)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     return proc
@@ -110,15 +117,26 @@ def test_every_job_left_an_offline_wandb_run(repo: Path) -> None:
 
 def test_dag_is_fetch_bpe_train_evaluate_aggregate(repo: Path) -> None:
     dag = dvc("dag", "--md", cwd=repo)
-    for edge in ("fetch --> bpe", "bpe --> train@base", "seeds --> train@base", "seeds --> evaluate@base",
-                 "train@base --> evaluate@base", "evaluate@base --> aggregate"):
+    for edge in (
+        "fetch --> bpe",
+        "bpe --> train@base",
+        "seeds --> train@base",
+        "seeds --> evaluate@base",
+        "train@base --> evaluate@base",
+        "evaluate@base --> aggregate",
+    ):
         assert edge.split(" --> ")[0] in dag and edge.split(" --> ")[1] in dag
 
 
-PLOTS = ("validation perplexity of every run", "dev BLEU by row (mean and 95% CI over seeds)",
-         "row minus base, dev BLEU (ours with the family interval that decides the verdict; paper at this setting as red crosses)",
-         "Table 2, test BLEU (paper systems as bars; ours with 95% CI)", "results/bleu_by_row.png",
-         "results/learning_curves.png")
+PLOTS = (
+    "validation perplexity of every run",
+    "dev BLEU by row (mean and 95% CI over seeds)",
+    "row minus base, dev BLEU (ours with the family interval that decides the verdict; paper at this setting as "
+    "red crosses)",
+    "Table 2, test BLEU (paper systems as bars; ours with 95% CI)",
+    "results/bleu_by_row.png",
+    "results/learning_curves.png",
+)
 
 
 def test_dvc_plots_show_every_plot_the_readme_promises(repo: Path) -> None:
@@ -155,37 +173,59 @@ def vega_libs(chromium, tmp_path_factory) -> Path:
     if not shutil.which("npm"):
         pytest.skip("npm is not installed")
     root = tmp_path_factory.mktemp("vega")
-    proc = subprocess.run(["npm", "install", "--silent", "--no-audit", "--no-fund", *VEGA], cwd=root,
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        ["npm", "install", "--silent", "--no-audit", "--no-fund", *VEGA],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     if proc.returncode:
         pytest.skip(f"npm could not install {VEGA}: {proc.stderr[-300:]}")
     return root / "node_modules"
 
 
-CHROMIUM = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-            "--disable-background-networking", "--disable-component-update", "--disable-sync",
-            "--allow-file-access-from-files", "--virtual-time-budget=20000")
+CHROMIUM = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--allow-file-access-from-files",
+    "--virtual-time-budget=20000",
+)
 
 
 def test_dvc_plots_render_in_a_real_browser(repo: Path, chromium: str, vega_libs: Path, tmp_path: Path) -> None:
     """`dvc plots show` rendered by headless Chromium (Debian's package): every vega plot draws an SVG, both
     images load; the screenshot is left in the test's folder."""
-    scripts = "".join(f'<script src="file://{vega_libs / lib}"></script>' for lib in (
-        "vega/build/vega.min.js", "vega-lite/build/vega-lite.js", "vega-embed/build/vega-embed.min.js"))
+    scripts = "".join(
+        f'<script src="file://{vega_libs / lib}"></script>'
+        for lib in ("vega/build/vega.min.js", "vega-lite/build/vega-lite.js", "vega-embed/build/vega-embed.min.js")
+    )
     template = tmp_path / "offline.html"
-    template.write_text(f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>aiayn plots</title>{scripts}'
-                        "</head><body>{plot_divs}</body></html>")
+    template.write_text(
+        f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>aiayn plots</title>{scripts}'
+        "</head><body>{plot_divs}</body></html>"
+    )
     dvc("plots", "show", "--html-template", str(template), "-o", str(tmp_path / "html"), cwd=repo)
     page = (tmp_path / "html" / "index.html").as_uri()
     profile = ["--user-data-dir=" + str(tmp_path / "profile")]
-    dom = subprocess.run([chromium, *CHROMIUM, *profile, "--dump-dom", page], capture_output=True, text=True,
-                         timeout=180).stdout
+    dom = subprocess.run(
+        [chromium, *CHROMIUM, *profile, "--dump-dom", page], capture_output=True, text=True, timeout=180
+    ).stdout
     embeds = dom.split('class="vega-embed')[1:]
     assert len(embeds) == 4 and all("<svg" in e.split("</details>")[-1][:5000] or "<svg" in e for e in embeds)
     assert dom.count("<svg") >= 4 and "Error" not in dom and dom.count("<img") == 2
     shot = tmp_path / "plots.png"
-    subprocess.run([chromium, *CHROMIUM, *profile, "--window-size=1300,3000", f"--screenshot={shot}", page],
-                   capture_output=True, timeout=180)
+    subprocess.run(
+        [chromium, *CHROMIUM, *profile, "--window-size=1300,3000", f"--screenshot={shot}", page],
+        capture_output=True,
+        timeout=180,
+    )
     assert shot.read_bytes().startswith(b"\x89PNG") and shot.stat().st_size > 50_000
 
 
@@ -194,16 +234,30 @@ def test_adding_a_row_changes_only_that_rows_stages(repo: Path) -> None:
     params = yaml.safe_load((repo / "params.yaml").read_text())
     params["rows"] = ["base", "X_preln"]
     (repo / "params.yaml").write_text(yaml.safe_dump(params))
-    changed = {line.strip().rstrip(":") for line in dvc("status", cwd=repo).splitlines()
-               if line and not line.startswith(("\t", " "))}
+    changed = {
+        line.strip().rstrip(":")
+        for line in dvc("status", cwd=repo).splitlines()
+        if line and not line.startswith(("\t", " "))
+    }
     run(["git", "checkout", "-q", "--", "params.yaml"], repo)
     # The seeds stage reruns (it writes every row's seed list), but leaves the other rows' lists as they were.
     assert changed == {"seeds", "train@X_preln", "evaluate@X_preln", "aggregate"}, changed
 
 
 def test_hydra_multirun_runs_two_seeds(repo: Path) -> None:
-    run([sys.executable, "pipeline/train.py", "-m", "seed=1,2", "scale=smoke", "logger=none",
-         "trainer.enable_progress_bar=false", "paths.runs=multirun_runs"], repo)
+    run(
+        [
+            sys.executable,
+            "pipeline/train.py",
+            "-m",
+            "seed=1,2",
+            "scale=smoke",
+            "logger=none",
+            "trainer.enable_progress_bar=false",
+            "paths.runs=multirun_runs",
+        ],
+        repo,
+    )
     for seed in (1, 2):
         assert (repo / "multirun_runs" / "base" / f"seed{seed}" / "train.json").exists()
 
@@ -211,20 +265,45 @@ def test_hydra_multirun_runs_two_seeds(repo: Path) -> None:
 def test_a_hydra_sweep_keeps_every_point_and_tabulates_it(repo: Path) -> None:
     """Two points x 2 seeds: four run folders named by the override (never one overwriting the other), four eval
     folders, and a two-line sweep table."""
-    common = ["scale=smoke", "logger=none", "trainer.enable_progress_bar=false", "paths.runs=sweep/runs",
-              "paths.evals=sweep/evals"]
+    common = [
+        "scale=smoke",
+        "logger=none",
+        "trainer.enable_progress_bar=false",
+        "paths.runs=sweep/runs",
+        "paths.evals=sweep/evals",
+    ]
     run([sys.executable, "pipeline/train.py", "-m", "train.lr_factor=0.5,2", "seed=1,2", *common], repo)
-    run([sys.executable, "pipeline/evaluate.py", "-m", "train.lr_factor=0.5,2", "seed=1,2", "decode=greedy",
-         *common], repo)
-    run([sys.executable, "pipeline/aggregate.py", *common, "paths.results=sweep/results", "aggregate.rows=[base]",
-         "aggregate.seeds=[1,2]"], repo)
-    runs = sorted(p.parent.relative_to(repo / "sweep" / "runs").as_posix()
-                  for p in (repo / "sweep" / "runs").glob("**/train.json"))
-    assert runs == ["base/lr_factor=0.5/seed1", "base/lr_factor=0.5/seed2", "base/lr_factor=2/seed1",
-                    "base/lr_factor=2/seed2"]
+    run(
+        [sys.executable, "pipeline/evaluate.py", "-m", "train.lr_factor=0.5,2", "seed=1,2", "decode=greedy", *common],
+        repo,
+    )
+    run(
+        [
+            sys.executable,
+            "pipeline/aggregate.py",
+            *common,
+            "paths.results=sweep/results",
+            "aggregate.rows=[base]",
+            "aggregate.seeds=[1,2]",
+        ],
+        repo,
+    )
+    runs = sorted(
+        p.parent.relative_to(repo / "sweep" / "runs").as_posix()
+        for p in (repo / "sweep" / "runs").glob("**/train.json")
+    )
+    assert runs == [
+        "base/lr_factor=0.5/seed1",
+        "base/lr_factor=0.5/seed2",
+        "base/lr_factor=2/seed1",
+        "base/lr_factor=2/seed2",
+    ]
     evals = sorted(p.parent.parent.name for p in (repo / "sweep" / "evals").glob("**/eval.json"))
-    assert evals == ["lr_factor=0.5,strategy=greedy,beam_size=1,length_penalty=0"] * 2 + [
-        "lr_factor=2,strategy=greedy,beam_size=1,length_penalty=0"] * 2
+    assert (
+        evals
+        == ["lr_factor=0.5,strategy=greedy,beam_size=1,length_penalty=0"] * 2
+        + ["lr_factor=2,strategy=greedy,beam_size=1,length_penalty=0"] * 2
+    )
     with open(repo / "sweep" / "results" / "sweep.csv", encoding="utf-8") as f:
         lines = list(csv.DictReader(f))
     assert [(r["set.train.lr_factor"], r["n_seeds"]) for r in lines] == [("0.5", "2"), ("2.0", "2")]
@@ -269,7 +348,7 @@ def _relative(path: str, roots: list[Path]) -> str | None:
     editable install), bytecode mapped to its source; None outside both."""
     for root in roots:
         if path.startswith(f"{root}/"):
-            rel = path[len(str(root)) + 1:]
+            rel = path[len(str(root)) + 1 :]
             if "/__pycache__/" in rel:
                 folder, name = rel.split("/__pycache__/")
                 rel = f"{folder}/{name.split('.')[0]}.py"
@@ -306,10 +385,16 @@ def test_every_file_a_stage_reads_is_a_dep_and_every_file_it_writes_an_out(repo:
     for stage, entry in lock.items():
         deps = [d["path"] for d in entry.get("deps", [])] + (["params.yaml"] if entry.get("params") else [])
         outs = [o["path"] for o in entry.get("outs", [])]
-        problems += [f"{stage} reads {rel}, which dvc.yaml does not list as a dep"
-                     for rel in sorted(reads.get(stage, ())) if not _covered(rel, deps + outs)]
-        problems += [f"{stage} writes {rel}, which dvc.yaml does not list as an out"
-                     for rel in sorted(writes.get(stage, ())) if not _covered(rel, outs)]
+        problems += [
+            f"{stage} reads {rel}, which dvc.yaml does not list as a dep"
+            for rel in sorted(reads.get(stage, ()))
+            if not _covered(rel, deps + outs)
+        ]
+        problems += [
+            f"{stage} writes {rel}, which dvc.yaml does not list as an out"
+            for rel in sorted(writes.get(stage, ()))
+            if not _covered(rel, outs)
+        ]
     assert not problems, "\n".join(problems)
 
 

@@ -1,4 +1,5 @@
 """Each pipeline stage's run() on the smoke scale in a temporary folder, in DAG order, as DVC would call them."""
+
 from __future__ import annotations
 
 import csv
@@ -8,7 +9,6 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from omegaconf import OmegaConf
 
 from aiayn.config import compose
@@ -26,9 +26,15 @@ def stage(name: str):
 
 def overrides(tmp: Path, *extra: str) -> list[str]:
     return [
-        "scale=smoke", "logger=none", "trainer.enable_progress_bar=false",
-        f"paths.raw={tmp}/data/raw", f"paths.bpe={tmp}/data/bpe", f"paths.runs={tmp}/runs",
-        f"paths.evals={tmp}/evals", f"paths.results={tmp}/results", *extra,
+        "scale=smoke",
+        "logger=none",
+        "trainer.enable_progress_bar=false",
+        f"paths.raw={tmp}/data/raw",
+        f"paths.bpe={tmp}/data/bpe",
+        f"paths.runs={tmp}/runs",
+        f"paths.evals={tmp}/evals",
+        f"paths.results={tmp}/results",
+        *extra,
     ]
 
 
@@ -123,8 +129,17 @@ def test_evaluate_scores_table3_on_the_last_checkpoint_and_table2_on_the_average
     run = workspace / "evals" / "base" / "seed1"
     scores = json.loads((run / "eval.json").read_text())
     assert scores["beam_size"] == 4 and scores["length_penalty"] == 0.6
-    for key in ("bleu", "sacrebleu_signature", "bleu_paper", "chrf", "set", "checkpoints_averaged", "checkpoints",
-                "sentences_per_s", "copy_baseline_bleu"):
+    for key in (
+        "bleu",
+        "sacrebleu_signature",
+        "bleu_paper",
+        "chrf",
+        "set",
+        "checkpoints_averaged",
+        "checkpoints",
+        "sentences_per_s",
+        "copy_baseline_bleu",
+    ):
         assert key in scores["dev"] and key in scores["test"], key
     assert scores["dev"]["ppl"] > 1 and "ppl" not in scores["test"]
     assert scores["test"]["checkpoints_averaged"] == 5
@@ -143,7 +158,8 @@ def test_evaluation_of_the_last_checkpoint_is_that_checkpoints_model(workspace: 
     assert plain["dev"]["bleu"] == once["dev"]["bleu"] and plain["dev"]["ppl"] == once["dev"]["ppl"]
     assert plain["test"]["checkpoints"] == plain["dev"]["checkpoints"] == ["step-00000012.ckpt"]
     assert (workspace / "evals" / "base" / "average_last=0" / "seed1" / "hyps.valid.txt").read_text() == (
-        workspace / "evals" / "base" / "seed1" / "hyps.valid.txt").read_text()
+        workspace / "evals" / "base" / "seed1" / "hyps.valid.txt"
+    ).read_text()
 
 
 def test_aggregate_writes_table3_with_seed_counts(workspace: Path) -> None:
@@ -183,9 +199,11 @@ def test_the_evaluate_stage_starts_without_lightning() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, importlib.util as u; s = u.spec_from_file_location('e', 'pipeline/evaluate.py'); "
-            "m = u.module_from_spec(s); s.loader.exec_module(m); import aiayn.eval.stage; "
-            "print(sorted(k for k in sys.modules if k.split('.')[0] in ('lightning', 'pytorch_lightning')))")
+    code = (
+        "import sys, importlib.util as u; s = u.spec_from_file_location('e', 'pipeline/evaluate.py'); "
+        "m = u.module_from_spec(s); s.loader.exec_module(m); import aiayn.eval.stage; "
+        "print(sorted(k for k in sys.modules if k.split('.')[0] in ('lightning', 'pytorch_lightning')))"
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout
 
@@ -201,14 +219,26 @@ def test_a_run_whose_output_goes_to_a_file_logs_plain_progress_lines(workspace: 
     args += [f"paths.runs={tmp_path}/runs", f"paths.evals={tmp_path}/evals", f"hydra.run.dir={tmp_path}/out"]
     env = dict(os.environ, WANDB_MODE="offline")
     with open(tmp_path / "train.log", "w") as log:  # a file, not a terminal
-        subprocess.run([sys.executable, str(REPO / "pipeline" / "train.py"), *args], stdout=log,
-                       stderr=subprocess.STDOUT, env=env, check=True, timeout=300)
+        subprocess.run(
+            [sys.executable, str(REPO / "pipeline" / "train.py"), *args],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            check=True,
+            timeout=300,
+        )
     text = (tmp_path / "train.log").read_text()
     lines = [line for line in text.splitlines() if " - step " in line]
     assert [line.split(" - step ")[1].split()[0] for line in lines] == [f"{s}/12" for s in range(2, 13, 2)]
     assert all(k in lines[-1] for k in ("loss", "lr", "tokens/s", "elapsed", "ETA")) and "Epoch 0" not in text
-    out = subprocess.run([sys.executable, str(REPO / "pipeline" / "evaluate.py"), *args], capture_output=True,
-                         text=True, env=env, check=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, str(REPO / "pipeline" / "evaluate.py"), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+        timeout=300,
+    )
     assert "decode valid (beam): 40/40 sentences (100%)" in out.stdout + out.stderr
 
 
@@ -253,16 +283,21 @@ def test_a_change_of_the_code_a_run_executes_retrains_it(workspace: Path, tmp_pa
     assert summary["steps"] == 12
 
 
-def test_a_file_name_changed_in_runspec_moves_every_writer_and_reader(workspace: Path, tmp_path: Path,
-                                                                     monkeypatch) -> None:
+def test_a_file_name_changed_in_runspec_moves_every_writer_and_reader(
+    workspace: Path, tmp_path: Path, monkeypatch
+) -> None:
     """The run files are named in one place: renamed there, train, evaluate and aggregate still find each
     other's files, under the new names only."""
     import shutil
 
     import aiayn.runspec
 
-    for name, value in (("TRAIN_SUMMARY", "summary.json"), ("EVAL", "scores.json"), ("CURVE", "learning.csv"),
-                        ("CONFIG", "resolved.yaml")):
+    for name, value in (
+        ("TRAIN_SUMMARY", "summary.json"),
+        ("EVAL", "scores.json"),
+        ("CURVE", "learning.csv"),
+        ("CONFIG", "resolved.yaml"),
+    ):
         monkeypatch.setattr(aiayn.runspec, name, value)
     shutil.copytree(workspace / "data", tmp_path / "data")
     (tmp_path / "params.yaml").write_text("rows: [base]\nseeds: [1]\n")

@@ -1,4 +1,5 @@
 """Fixtures of the reliability tests: encoded smoke data once per session, an uninterrupted reference run."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -6,8 +7,8 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
@@ -44,10 +45,20 @@ def data_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def overrides(data_dir: Path) -> Callable[..., list[str]]:
     """Overrides of a smoke run writing under `tmp` and reading the shared data."""
+
     def make(tmp: Path, *extra: str) -> list[str]:
-        return ["scale=smoke", "logger=none", "trainer.enable_progress_bar=false", f"paths.raw={data_dir}/raw",
-                f"paths.bpe={data_dir}/bpe", f"paths.runs={tmp}/runs", f"paths.evals={tmp}/evals",
-                f"paths.results={tmp}/results", *extra]
+        return [
+            "scale=smoke",
+            "logger=none",
+            "trainer.enable_progress_bar=false",
+            f"paths.raw={data_dir}/raw",
+            f"paths.bpe={data_dir}/bpe",
+            f"paths.runs={tmp}/runs",
+            f"paths.evals={tmp}/evals",
+            f"paths.results={tmp}/results",
+            *extra,
+        ]
+
     return make
 
 
@@ -62,17 +73,27 @@ def reference(tmp_path_factory, overrides) -> Path:
 @pytest.fixture(scope="session")
 def exact() -> Callable[[Path], dict]:
     """The train.json values that a resumed run must reproduce bit for bit."""
+
     def read(run_dir: Path) -> dict:
         summary = json.loads((run_dir / "train.json").read_text())
         return {k: summary[k] for k in EXACT}
+
     return read
 
 
 @pytest.fixture(scope="session")
 def cli() -> Callable[..., subprocess.Popen]:
     """Start `python pipeline/<script>.py args` as a user would (offline wandb), its output captured."""
+
     def start(script: str, args: list[str], cwd: Path, env: dict | None = None) -> subprocess.Popen:
         full_env = dict(os.environ, WANDB_MODE="offline", WANDB_SILENT="true", HYDRA_FULL_ERROR="1", **(env or {}))
-        return subprocess.Popen([sys.executable, str(REPO / "pipeline" / f"{script}.py"), *args], cwd=cwd,
-                                env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        return subprocess.Popen(
+            [sys.executable, str(REPO / "pipeline" / f"{script}.py"), *args],
+            cwd=cwd,
+            env=full_env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+
     return start

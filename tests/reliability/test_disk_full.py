@@ -6,6 +6,7 @@ The disk is real: a tmpfs mounted for the test (root on Linux, as on this projec
 `mount -o remount,size=...` to stand for freeing space. Where mounting is not allowed, the writers are given an
 injected OSError(ENOSPC) instead.
 """
+
 from __future__ import annotations
 
 import errno
@@ -78,8 +79,14 @@ def test_a_download_meets_a_full_disk_keeps_its_part_and_resumes_when_space_is_f
     disk = small_disk(1 << 20)
     with http_server.FileServer({"big.tgz": PAYLOAD}) as server:
         with pytest.raises(DiskFullError) as err:
-            download(server.url + "big.tgz", disk.path / "big.tgz", SHA, progress=False, chunk_size=1 << 16,
-                     policy=RetryPolicy(backoff_s=0, backoff_max_s=0))
+            download(
+                server.url + "big.tgz",
+                disk.path / "big.tgz",
+                SHA,
+                progress=False,
+                chunk_size=1 << 16,
+                policy=RetryPolicy(backoff_s=0, backoff_max_s=0),
+            )
         message = str(err.value)
         part = disk.path / "big.tgz.part"
         assert f"writing {part}" in message and "bytes free there" in message and "needs " in message
@@ -118,8 +125,14 @@ def test_extraction_to_a_full_disk_names_the_member_and_what_it_needs(small_disk
 
 def _cli(script: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
     env = dict(os.environ, WANDB_MODE="offline", WANDB_SILENT="true")
-    return subprocess.run([sys.executable, str(REPO / "pipeline" / f"{script}.py"), *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, str(REPO / "pipeline" / f"{script}.py"), *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def test_a_stage_that_fills_the_disk_ends_with_one_line_and_a_rerun_finishes(small_disk, tmp_path):
@@ -140,8 +153,13 @@ def test_a_stage_that_fills_the_disk_ends_with_one_line_and_a_rerun_finishes(sma
 
 def test_a_checkpoint_that_does_not_fit_leaves_the_last_one_whole_and_training_resumes(small_disk, tmp_path):
     data = tmp_path / "data"
-    common = ("scale=smoke", "logger=none", "trainer.enable_progress_bar=false", f"paths.raw={data}/raw",
-              f"paths.bpe={data}/bpe")
+    common = (
+        "scale=smoke",
+        "logger=none",
+        "trainer.enable_progress_bar=false",
+        f"paths.raw={data}/raw",
+        f"paths.bpe={data}/bpe",
+    )
     assert _cli("fetch", *common, f"hydra.run.dir={tmp_path}/o1", cwd=tmp_path).returncode == 0
     assert _cli("bpe", *common, f"hydra.run.dir={tmp_path}/o2", cwd=tmp_path).returncode == 0
     disk = small_disk(1600 << 10)  # room for one full checkpoint and its snapshot, not for the next alongside
@@ -207,17 +225,26 @@ def test_injected_enospc_at_each_data_writer(tmp_path, monkeypatch):
     pairs = [("hello world", "hallo welt"), ("good day", "guten tag")] * 50
     monkeypatch.setattr(clean, "open", full_open, raising=False)
     with pytest.raises(DiskFullError, match=r"writing .*train\.(src|tgt)"):
-        clean_parallel(pairs, tmp_path / "raw" / "train.src", tmp_path / "raw" / "train.tgt", CleanOptions(),
-                       train=True)
+        clean_parallel(
+            pairs, tmp_path / "raw" / "train.src", tmp_path / "raw" / "train.tgt", CleanOptions(), train=True
+        )
     assert not list((tmp_path / "raw").iterdir())
     monkeypatch.undo()
     clean_parallel(pairs, tmp_path / "raw" / "train.src", tmp_path / "raw" / "train.tgt", CleanOptions(), train=True)
-    model = train_tokenizer([tmp_path / "raw" / "train.src", tmp_path / "raw" / "train.tgt"], tmp_path / "spm",
-                            vocab_size=40, model_type="bpe", sample_size=1000, character_coverage=1.0, seed=1)
+    model = train_tokenizer(
+        [tmp_path / "raw" / "train.src", tmp_path / "raw" / "train.tgt"],
+        tmp_path / "spm",
+        vocab_size=40,
+        model_type="bpe",
+        sample_size=1000,
+        character_coverage=1.0,
+        seed=1,
+    )
     monkeypatch.setattr(binary, "open", full_open, raising=False)
     with pytest.raises(DiskFullError, match=r"writing .*train\.src\.bin"):
-        binary.encode_split(Tokenizer(model), tmp_path / "raw" / "train.src", tmp_path / "raw" / "train.tgt",
-                            tmp_path / "bpe" / "train")
+        binary.encode_split(
+            Tokenizer(model), tmp_path / "raw" / "train.src", tmp_path / "raw" / "train.tgt", tmp_path / "bpe" / "train"
+        )
     assert not list((tmp_path / "bpe").iterdir())  # no shard a rerun would trust
 
 

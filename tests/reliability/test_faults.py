@@ -1,4 +1,5 @@
 """Faults during a run: a non-finite loss, a checkpoint of another config, a second run of the same folder."""
+
 from __future__ import annotations
 
 import logging
@@ -11,8 +12,8 @@ import torch
 
 from aiayn.config import compose
 from aiayn.eval.stage import load_model
-from aiayn.train.run_dir import lock_run_dir
 from aiayn.train.module import TranslationModule
+from aiayn.train.run_dir import lock_run_dir
 
 
 def checkpoint_files(ckpt_dir: Path) -> dict[str, bytes]:
@@ -20,7 +21,8 @@ def checkpoint_files(ckpt_dir: Path) -> dict[str, bytes]:
 
 
 def test_a_nan_loss_stops_the_run_naming_the_step_and_keeps_the_last_good_checkpoint(
-        stage, overrides, tmp_path, monkeypatch):
+    stage, overrides, tmp_path, monkeypatch
+):
     losses = TranslationModule._losses
 
     def nan_at_step_5(self, batch, epsilon):
@@ -49,8 +51,7 @@ def test_a_diverging_run_writes_no_checkpoint_of_non_finite_weights(stage, overr
         assert all(torch.isfinite(v).all() for v in state.values()), path
 
 
-def test_a_checkpoint_of_another_config_is_moved_aside_not_loaded(stage, overrides, reference, exact, tmp_path,
-                                                                   caplog):
+def test_a_checkpoint_of_another_config_is_moved_aside_not_loaded(stage, overrides, reference, exact, tmp_path, caplog):
     run_dir = tmp_path / "runs" / "base" / "seed1"
     run_dir.parent.mkdir(parents=True)
     original = checkpoint_files(reference / "checkpoints")
@@ -75,10 +76,17 @@ def test_a_second_run_of_the_same_folder_is_refused_naming_folder_and_pid(stage,
     run_dir = tmp_path / "runs" / "base" / "seed1"
     run_dir.mkdir(parents=True)
     holder = subprocess.Popen(  # another process holding the folder, as a concurrent run would
-        [sys.executable, "-c", "import fcntl, os, sys, time; f = open(sys.argv[1], 'a+'); "
-         "fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB); f.write(f'{os.getpid()}\\n'); f.flush(); "
-         "print('locked', flush=True); time.sleep(60)", str(run_dir / ".lock")],
-        stdout=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, os, sys, time; f = open(sys.argv[1], 'a+'); "
+            "fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB); f.write(f'{os.getpid()}\\n'); f.flush(); "
+            "print('locked', flush=True); time.sleep(60)",
+            str(run_dir / ".lock"),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "locked"
         with pytest.raises(RuntimeError, match=rf"{run_dir} is in use by another run \(pid {holder.pid}"):

@@ -1,12 +1,13 @@
 """Killed or stopped runs resume from their last checkpoint to the same final metrics as an uninterrupted run."""
+
 from __future__ import annotations
 
 import csv
 import json
 import shutil
+import signal
 import subprocess
 import sys
-import signal
 import time
 from pathlib import Path
 
@@ -76,8 +77,15 @@ def test_a_killed_run_continues_its_wandb_run(cli, overrides, tmp_path):
     """SIGKILL a run that logs to wandb (offline) and rerun it: the second process continues the same run id, its
     history keyed by trainer/global_step from where the checkpoint left off. 200 steps, so that the killed process's
     wandb service has flushed part of its log to disk (it writes in blocks; an unflushed tail is lost to SIGKILL)."""
-    args = [*overrides(tmp_path), f"hydra.run.dir={tmp_path}/outputs", "logger=wandb", f"logger.dir={tmp_path}",
-            "train.log_every_steps=1", "train.max_steps=200", "train.val_every_steps=10"]
+    args = [
+        *overrides(tmp_path),
+        f"hydra.run.dir={tmp_path}/outputs",
+        "logger=wandb",
+        f"logger.dir={tmp_path}",
+        "train.log_every_steps=1",
+        "train.max_steps=200",
+        "train.val_every_steps=10",
+    ]
     run_dir = tmp_path / "runs" / "base" / "max_steps=200" / "seed1"  # a variant of base: its own folder
     victim = cli("train", args, tmp_path)
     deadline = time.monotonic() + 300
@@ -108,8 +116,12 @@ def _validated_beyond(curve: Path, step: int) -> bool:
 
 def wandb_steps(folder: Path) -> tuple[str | None, list[int]]:
     """An offline wandb run's id and the trainer/global_step values of its history, read with `wandb leet`."""
-    text = subprocess.run([sys.executable, "-m", "wandb", "leet", "inspect", "--json", str(folder)],
-                          capture_output=True, text=True, check=True).stdout
+    text = subprocess.run(
+        [sys.executable, "-m", "wandb", "leet", "inspect", "--json", str(folder)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     run_id, steps = None, []
     for line in text.splitlines():
         record = json.loads(line)

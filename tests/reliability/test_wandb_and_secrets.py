@@ -1,4 +1,5 @@
 """wandb can fail in every way without stopping a run; credentials never reach a file the pipeline writes."""
+
 from __future__ import annotations
 
 import logging
@@ -31,8 +32,9 @@ def test_unreachable_wandb_server_gives_up_within_init_timeout(tmp_path, monkeyp
     assert "wandb disabled for this run" in caplog.text and FAKE_KEY not in caplog.text
 
 
-def test_wandb_crashing_mid_run_does_not_change_or_stop_training(stage, overrides, reference, exact, tmp_path,
-                                                                   monkeypatch, caplog):
+def test_wandb_crashing_mid_run_does_not_change_or_stop_training(
+    stage, overrides, reference, exact, tmp_path, monkeypatch, caplog
+):
     import wandb.sdk.wandb_run
 
     def crash(self, *args, **kwargs):
@@ -58,8 +60,13 @@ def test_a_credential_in_the_config_is_refused_without_echoing_it(stage, overrid
 
 
 def test_scrub_keeps_token_counts_and_drops_credentials():
-    cleaned = tracking.scrub({"train": {"max_tokens": 1, "batch_tokens": 2, "hf_token": "x", "api_key": "y"},
-                              "mirror": f"https://user:{FAKE_KEY}@host"}, secrets=[FAKE_KEY])
+    cleaned = tracking.scrub(
+        {
+            "train": {"max_tokens": 1, "batch_tokens": 2, "hf_token": "x", "api_key": "y"},
+            "mirror": f"https://user:{FAKE_KEY}@host",
+        },
+        secrets=[FAKE_KEY],
+    )
     assert cleaned == {"train": {"max_tokens": 1, "batch_tokens": 2}, "mirror": "https://user:***@host"}
 
 
@@ -68,14 +75,21 @@ def files_containing(root: Path, needle: bytes) -> list[Path]:
 
 
 @pytest.mark.slow
-def test_the_api_key_appears_in_no_file_or_log_of_any_stage(stage, overrides, cli, data_dir, tmp_path,
-                                                            monkeypatch):
+def test_the_api_key_appears_in_no_file_or_log_of_any_stage(stage, overrides, cli, data_dir, tmp_path, monkeypatch):
     """fetch, bpe, train (from the command line, as DVC runs it), evaluate, aggregate with an API key set."""
     monkeypatch.setenv("WANDB_API_KEY", FAKE_KEY)
     monkeypatch.setenv("WANDB_MODE", "offline")
-    args = overrides(tmp_path, "logger=wandb", f"logger.dir={tmp_path}", f"paths.raw={tmp_path}/data/raw",
-                     f"paths.bpe={tmp_path}/data/bpe", "aggregate.rows=[base]", "aggregate.seeds=[1]",
-                     "decode=greedy", "decode.bootstrap=10")
+    args = overrides(
+        tmp_path,
+        "logger=wandb",
+        f"logger.dir={tmp_path}",
+        f"paths.raw={tmp_path}/data/raw",
+        f"paths.bpe={tmp_path}/data/bpe",
+        "aggregate.rows=[base]",
+        "aggregate.seeds=[1]",
+        "decode=greedy",
+        "decode.bootstrap=10",
+    )
     stage("fetch").run(compose(args))
     stage("bpe").run(compose(args))
     train = cli("train", [*args, f"hydra.run.dir={tmp_path}/outputs/train"], tmp_path)

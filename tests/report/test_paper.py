@@ -1,14 +1,47 @@
 """The packaged copy of the paper's tables, with base values filled into Table 3's blank fields."""
+
 from __future__ import annotations
 
 import pytest
 
 from aiayn.report.paper import paper_bleu_and_cost, paper_table2, paper_table3
 
-ROWS = ["base", "A1", "A2", "A3", "A4", "B1", "B2", "C1", "C2", "C3", "C4", "C5", "C6", "C7",
-        "D1", "D2", "D3", "D4", "E", "big"]
-FIELDS = ("N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop", "eps_ls", "train_steps", "ppl_dev", "bleu_dev",
-          "params_m")
+ROWS = [
+    "base",
+    "A1",
+    "A2",
+    "A3",
+    "A4",
+    "B1",
+    "B2",
+    "C1",
+    "C2",
+    "C3",
+    "C4",
+    "C5",
+    "C6",
+    "C7",
+    "D1",
+    "D2",
+    "D3",
+    "D4",
+    "E",
+    "big",
+]
+FIELDS = (
+    "N",
+    "d_model",
+    "d_ff",
+    "h",
+    "d_k",
+    "d_v",
+    "P_drop",
+    "eps_ls",
+    "train_steps",
+    "ppl_dev",
+    "bleu_dev",
+    "params_m",
+)
 
 
 def test_table3_rows_in_the_papers_order_with_every_field():

@@ -1,4 +1,5 @@
 """Figures are written as deterministic PNGs, including with gaps, missing rows and no curves at all."""
+
 from __future__ import annotations
 
 import math
@@ -11,8 +12,16 @@ from aiayn.report.plots import plot_bleu_by_row, plot_learning_curves
 PNG = b"\x89PNG\r\n\x1a\n"
 ROWS = [
     dict(row="base", bleu_mean=30.0, bleu_ci95_low=29.0, bleu_ci95_high=31.0, paper_delta_bleu=0.0),
-    dict(row="A1", bleu_mean=28.0, bleu_ci95_low=27.5, bleu_ci95_high=28.5, delta_bleu=-2.0,
-         delta_bleu_ci95_low=-2.5, delta_bleu_ci95_high=-1.5, paper_delta_bleu=-0.9),
+    dict(
+        row="A1",
+        bleu_mean=28.0,
+        bleu_ci95_low=27.5,
+        bleu_ci95_high=28.5,
+        delta_bleu=-2.0,
+        delta_bleu_ci95_low=-2.5,
+        delta_bleu_ci95_high=-1.5,
+        paper_delta_bleu=-0.9,
+    ),
     dict(row="D1", bleu_mean=27.0, bleu_ci95_low=None, bleu_ci95_high=None, delta_bleu=-3.0, paper_delta_bleu=-1.2),
     dict(row="big", bleu_mean=None, paper_delta_bleu=0.6),
     dict(row="custom", bleu_mean=31.0, bleu_ci95_low=30.0, bleu_ci95_high=32.0, delta_bleu=1.0),
@@ -48,9 +57,11 @@ def test_bad_curve_cell_is_named(tmp_path):
 def test_a_row_is_its_seed_mean_with_the_seeds_range_as_a_band(tmp_path):
     from aiayn.report.plots import seed_band
 
-    curves = [{"step": [10.0, 20.0, 30.0], "val_ppl": [50.0, math.nan, 30.0]},
-              {"step": [10.0, 20.0, 30.0], "val_ppl": [70.0, 45.0, 20.0]},
-              {"step": [10.0, 30.0], "val_ppl": [60.0, 25.0]}]
+    curves = [
+        {"step": [10.0, 20.0, 30.0], "val_ppl": [50.0, math.nan, 30.0]},
+        {"step": [10.0, 20.0, 30.0], "val_ppl": [70.0, 45.0, 20.0]},
+        {"step": [10.0, 30.0], "val_ppl": [60.0, 25.0]},
+    ]
     steps, mean, low, high = seed_band(curves, "val_ppl")
     assert steps.tolist() == [10.0, 30.0]  # only where every seed has a point
     assert mean.tolist() == [60.0, 25.0] and low.tolist() == [50.0, 20.0] and high.tolist() == [70.0, 30.0]

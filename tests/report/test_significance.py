@@ -1,5 +1,6 @@
 """Seed-level significance: the sign-flip test, the powers and seeds needed, the verdicts and their claims, against
 hand-computed values, scipy, statsmodels and simulation."""
+
 from __future__ import annotations
 
 import itertools
@@ -10,9 +11,21 @@ import pytest
 from scipy import stats
 from statsmodels.stats.power import TTestPower
 
-from aiayn.report.significance import (DIFFERENCE, EQUIVALENCE, OWN, Design, Verdict, kind_of, pooled_sd,
-                                       power_difference, power_equivalence, seeds_needed, sign_flip_p, t_quantile,
-                                       verdict)
+from aiayn.report.significance import (
+    DIFFERENCE,
+    EQUIVALENCE,
+    OWN,
+    Design,
+    Verdict,
+    kind_of,
+    pooled_sd,
+    power_difference,
+    power_equivalence,
+    seeds_needed,
+    sign_flip_p,
+    t_quantile,
+    verdict,
+)
 
 
 def test_sign_flip_p_hand_computed():
@@ -51,8 +64,10 @@ def test_seeds_needed_for_a_difference_is_the_first_n_with_the_power_and_matches
     assert math.isnan(reference) or power_difference(n, effect, 1.0, 1 - alpha)[0] == pytest.approx(reference, abs=1e-4)
 
 
-@pytest.mark.parametrize("n, delta, margin, sd, level", [(3, 0.0, 2.0, 0.3, 0.95), (5, 0.0, 1.0, 0.8, 0.9974),
-                                                         (10, 0.3, 1.0, 0.8, 0.9974), (20, -0.5, 1.0, 1.0, 0.99)])
+@pytest.mark.parametrize(
+    "n, delta, margin, sd, level",
+    [(3, 0.0, 2.0, 0.3, 0.95), (5, 0.0, 1.0, 0.8, 0.9974), (10, 0.3, 1.0, 0.8, 0.9974), (20, -0.5, 1.0, 1.0, 0.99)],
+)
 def test_powers_hold_in_simulation(n, delta, margin, sd, level):
     """Brute force: simulated seeds' family intervals fall inside the margin (equivalence) and on the side of 0
     (difference) as often as the power says."""
@@ -66,9 +81,15 @@ def test_powers_hold_in_simulation(n, delta, margin, sd, level):
 
 
 def test_seeds_needed_undefined_without_an_effect_a_spread_or_room_inside_the_margin():
-    assert seeds_needed(DIFFERENCE, None, 0.5, 1.0, 0.95) is None and seeds_needed(DIFFERENCE, 0.0, 0.5, 1.0, 0.95) is None
-    assert seeds_needed(DIFFERENCE, 1.0, 0.5, None, 0.95) is None and seeds_needed(DIFFERENCE, 1.0, 0.5, 0.0, 0.95) is None
-    assert seeds_needed(DIFFERENCE, 100.0, 0.5, 1.0, 0.95) == 2  # a t interval needs two seeds, however large the effect
+    assert (
+        seeds_needed(DIFFERENCE, None, 0.5, 1.0, 0.95) is None and seeds_needed(DIFFERENCE, 0.0, 0.5, 1.0, 0.95) is None
+    )
+    assert (
+        seeds_needed(DIFFERENCE, 1.0, 0.5, None, 0.95) is None and seeds_needed(DIFFERENCE, 1.0, 0.5, 0.0, 0.95) is None
+    )
+    assert (
+        seeds_needed(DIFFERENCE, 100.0, 0.5, 1.0, 0.95) == 2
+    )  # a t interval needs two seeds, however large the effect
     assert seeds_needed(DIFFERENCE, 0.05, 0.5, 1.0, 0.95) is None  # 3142 seeds: beyond SEEDS_UP_TO
     assert seeds_needed(EQUIVALENCE, 0.5, 0.5, 0.3, 0.95) is None  # a true difference on the margin never fits
     assert seeds_needed(EQUIVALENCE, 0.0, None, 0.3, 0.95) is None  # no margin, nothing to fit inside
@@ -110,7 +131,7 @@ def test_each_verdict_and_the_claim_it_makes():
     for kind, (low, high), expected, wanted in cases:
         got = verdict(kind, low, high, expected, m)
         assert got == wanted, (kind, low, high)
-        assert got.low is None or got.low <= low and high <= got.high  # the interval lies inside the claim
+        assert got.low is None or (got.low <= low and high <= got.high)  # the interval lies inside the claim
     assert verdict(DIFFERENCE, None, None, -2.0, m) == Verdict("unresolved")  # no interval: no verdict
     assert verdict(EQUIVALENCE, -0.5, 0.5, None, None) == Verdict("unresolved")  # no margin: no equivalence
     assert Verdict("reproduced", -1.0, 1.0).holds(0.3) and not Verdict("reproduced", -1.0, 1.0).holds(1.0)
@@ -118,8 +139,12 @@ def test_each_verdict_and_the_claim_it_makes():
 
 
 def test_design_refuses_values_that_cannot_decide():
-    for bad, key in ((dict(alpha=0.0), "aggregate.alpha"), (dict(power=1.0), "aggregate.power"),
-                     (dict(margin_bleu=0.0), "aggregate.margin_bleu"), (dict(bleu_scale=-1.0), "aggregate.bleu_scale"),
-                     (dict(max_seeds=1), "aggregate.max_seeds")):
+    for bad, key in (
+        (dict(alpha=0.0), "aggregate.alpha"),
+        (dict(power=1.0), "aggregate.power"),
+        (dict(margin_bleu=0.0), "aggregate.margin_bleu"),
+        (dict(bleu_scale=-1.0), "aggregate.bleu_scale"),
+        (dict(max_seeds=1), "aggregate.max_seeds"),
+    ):
         with pytest.raises(ValueError, match=key):
             Design(**bad)

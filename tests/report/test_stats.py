@@ -1,4 +1,5 @@
 """Confidence intervals and paired tests over seeds, against hand-computed values and scipy."""
+
 from __future__ import annotations
 
 import math

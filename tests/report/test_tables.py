@@ -1,4 +1,5 @@
 """Tables 2 and 3 from fabricated run folders: missing runs, one-seed rows, CSV columns, each table's protocol."""
+
 from __future__ import annotations
 
 import csv
@@ -12,13 +13,43 @@ from aiayn.report.significance import DIFFERENCE, Design, seeds_needed, t_quanti
 from aiayn.report.table2 import build_table2, table2_metrics
 from aiayn.report.table3 import build_table3, table3_metrics, write_table3
 
-T3_REQUIRED = ["row", "n_seeds", "checkpoints_averaged", "bleu_mean", "bleu_ci95_low", "bleu_ci95_high",
-               "ppl_gmean", "ppl_ci95_low", "ppl_ci95_high", "params_m", "paper_bleu", "paper_ppl", "paper_params_m",
-               "delta_bleu", "delta_bleu_sd", "delta_bleu_n_pairs", "delta_bleu_family_low", "delta_bleu_family_high",
-               "family_level", "delta_bleu_p_seeds", "delta_bleu_p_sign_flip", "verdict", "verdict_final", "test",
-               "claim_low", "claim_high", "expected_delta_bleu", "margin_bleu", "bleu_scale",
-               "paper_delta_in_interval", "seeds_planned", "planning_sd", "ppl_ratio", "delta_log_ppl",
-               "paper_ppl_ratio"]
+T3_REQUIRED = [
+    "row",
+    "n_seeds",
+    "checkpoints_averaged",
+    "bleu_mean",
+    "bleu_ci95_low",
+    "bleu_ci95_high",
+    "ppl_gmean",
+    "ppl_ci95_low",
+    "ppl_ci95_high",
+    "params_m",
+    "paper_bleu",
+    "paper_ppl",
+    "paper_params_m",
+    "delta_bleu",
+    "delta_bleu_sd",
+    "delta_bleu_n_pairs",
+    "delta_bleu_family_low",
+    "delta_bleu_family_high",
+    "family_level",
+    "delta_bleu_p_seeds",
+    "delta_bleu_p_sign_flip",
+    "verdict",
+    "verdict_final",
+    "test",
+    "claim_low",
+    "claim_high",
+    "expected_delta_bleu",
+    "margin_bleu",
+    "bleu_scale",
+    "paper_delta_in_interval",
+    "seeds_planned",
+    "planning_sd",
+    "ppl_ratio",
+    "delta_log_ppl",
+    "paper_ppl_ratio",
+]
 
 
 def test_collect_reports_missing_and_failed_runs(fabricated, tmp_path):
@@ -67,11 +98,16 @@ def test_table3_rows(fabricated):
     assert custom["params_m"] == pytest.approx(0.123456)
     # Planned from the pooled spread of the rows with one (A1's 0.1, C5's 0.2 over 2 df each, A3 and custom 0).
     assert a1["planning_sd"] == pytest.approx(math.sqrt((2 * 0.01 + 2 * 0.04 + 0 + 0) / 8))
-    assert a1["seeds_planned"] == seeds_needed(DIFFERENCE, a1["expected_delta_bleu"], a1["margin_bleu"],
-                                               a1["planning_sd"], 1 - 0.05 / 4)
+    assert a1["seeds_planned"] == seeds_needed(
+        DIFFERENCE, a1["expected_delta_bleu"], a1["margin_bleu"], a1["planning_sd"], 1 - 0.05 / 4
+    )
     headline = table3_metrics(list(rows.values()))  # dvc exp show's columns: four numbers a row, no more
-    assert headline["A1"] == {"dev_bleu": a1["bleu_mean"], "dev_bleu_ci95": pytest.approx(
-        (a1["bleu_ci95_high"] - a1["bleu_ci95_low"]) / 2), "delta_bleu": a1["delta_bleu"], "verdict": "reproduced"}
+    assert headline["A1"] == {
+        "dev_bleu": a1["bleu_mean"],
+        "dev_bleu_ci95": pytest.approx((a1["bleu_ci95_high"] - a1["bleu_ci95_low"]) / 2),
+        "delta_bleu": a1["delta_bleu"],
+        "verdict": "reproduced",
+    }
     assert set(headline["base"]) == {"dev_bleu", "dev_bleu_ci95"}
     assert set(headline["D1"]) == {"dev_bleu", "delta_bleu", "verdict"}
 
@@ -84,8 +120,11 @@ def test_table3_pairs_rows_with_their_own_seeds(fabricated, tmp_path):
     assert rows["C5"]["seeds"] == "2 3" and rows["C5"]["delta_bleu"] == pytest.approx(-1.5)
     # Base's mean is over 3 seeds, C5's difference over 2 pairs: the ΔBLEU cell says so.
     write_table3(list(rows.values()), tmp_path, {})
-    shown = {line.split(" | ")[0][2:]: line for line in (tmp_path / "table3.md").read_text().splitlines()
-             if line.startswith("| ")}
+    shown = {
+        line.split(" | ")[0][2:]: line
+        for line in (tmp_path / "table3.md").read_text().splitlines()
+        if line.startswith("| ")
+    }
     assert "-1.50 ± 1.27 (2 pairs)" in shown["C5"] and "pairs" not in shown["A1"]
 
 
@@ -97,7 +136,9 @@ def test_table2_rows(fabricated):
     assert ours[0]["bleu_mean"] == pytest.approx(29.1667, abs=1e-4)  # the test section's, not dev's 30.17
     assert ours[0]["checkpoints_averaged"] == "5"  # Table 2's protocol, recorded apart from Table 3's
     assert ours[0]["paper_bleu"] == 27.3 and ours[0]["paper_train_flops"] == 3.3e18
-    assert table2_metrics(rows) == {"base": {"test_bleu": ours[0]["bleu_mean"], "test_bleu_tok": ours[0]["bleu_tok_mean"]}}
+    assert table2_metrics(rows) == {
+        "base": {"test_bleu": ours[0]["bleu_mean"], "test_bleu_tok": ours[0]["bleu_tok_mean"]}
+    }
     assert ours[0]["train_flops_estimated"] == 2.0 * 1 * 1e9  # wall time x devices x rate
     assert ours[0]["device_hours"] == pytest.approx(2.0 / 3600) and ours[0]["devices"] == "1x cpu"
     assert ours[0]["train_flops_counted"] > 0 and ours[0]["bleu_ci95_low"] is not None
@@ -108,11 +149,21 @@ def test_table2_rows(fabricated):
 
 def test_aggregate_writes_every_output(fabricated):
     out = fabricated["out"]
-    summary = aggregate(fabricated["runs"], fabricated["rows"] + ["big"], fabricated["seeds"], fabricated["refs"],
-                        out)
+    summary = aggregate(fabricated["runs"], fabricated["rows"] + ["big"], fabricated["seeds"], fabricated["refs"], out)
     names = sorted(p.name for p in out.iterdir())
-    assert names == ["bleu_by_row.png", "curves.csv", "learning_curves.png", "sweep.csv", "sweep.md", "table2.csv",
-                     "table2.md", "table2.tex", "table3.csv", "table3.md", "table3.tex"]
+    assert names == [
+        "bleu_by_row.png",
+        "curves.csv",
+        "learning_curves.png",
+        "sweep.csv",
+        "sweep.md",
+        "table2.csv",
+        "table2.md",
+        "table2.tex",
+        "table3.csv",
+        "table3.md",
+        "table3.tex",
+    ]
     assert summary["n_per_row"] == {"base": 3, "A1": 3, "A3": 3, "C5": 3, "D1": 1, "custom": 3, "big": 0}
     assert "big/seed1" in summary["failed"]
     json.dumps(summary)  # plain values, ready for logging
@@ -141,7 +192,8 @@ def test_aggregate_writes_every_output(fabricated):
 def test_aggregate_without_any_run_or_reference(tmp_path):
     summary = aggregate(tmp_path / "runs", ["base", "A1"], [1, 2], {}, tmp_path / "results")
     assert summary["n_ok"] == 0 and summary["n_per_row"] == {"base": 0, "A1": 0}
-    assert len(summary["outputs"]) == 11 and all((tmp_path / "results" / n).stat().st_size > 0
-                                                 for n in ("table3.csv", "table2.md", "learning_curves.png"))
+    assert len(summary["outputs"]) == 11 and all(
+        (tmp_path / "results" / n).stat().st_size > 0 for n in ("table3.csv", "table2.md", "learning_curves.png")
+    )
     assert (tmp_path / "results" / "curves.csv").read_text() == "row,seed,run,step,val_loss,val_ppl\n"
     assert "runs/A1/seed2 is missing" in (tmp_path / "results" / "table3.md").read_text()

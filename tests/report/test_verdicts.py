@@ -1,6 +1,7 @@
 """Table 3's verdicts as the tables decide them: planted effects give every verdict; and the whole two-stage design
 (pilot, planned extension, one test) simulated with the project's own functions keeps its promise that all the
 verdicts of a table together are wrong with probability at most alpha."""
+
 from __future__ import annotations
 
 import math
@@ -24,11 +25,25 @@ PILOT = (1, 2, 3)
 def records(scores: dict[str, list[float]], interest: dict[str, float] | None = None) -> list[RunRecord]:
     """In-memory runs: one dev BLEU per seed (1, 2, ...) and a constant dev PPL; a row named as one of the paper's
     reproduces it (row.paper.table3)."""
-    return [RunRecord(row, seed, Path(row), ok=True,
-                      eval={"dev": {"bleu": bleu, "ppl": 5.0, "checkpoints_averaged": 1}},
-                      config={"row": {"name": row, "tables": ["table3"], "effect_of_interest": (interest or {}).get(row),
-                                      "paper": {"table3": row if row in PAPER else None}}})
-            for row, values in scores.items() for seed, bleu in enumerate(values, start=1)]
+    return [
+        RunRecord(
+            row,
+            seed,
+            Path(row),
+            ok=True,
+            eval={"dev": {"bleu": bleu, "ppl": 5.0, "checkpoints_averaged": 1}},
+            config={
+                "row": {
+                    "name": row,
+                    "tables": ["table3"],
+                    "effect_of_interest": (interest or {}).get(row),
+                    "paper": {"table3": row if row in PAPER else None},
+                }
+            },
+        )
+        for row, values in scores.items()
+        for seed, bleu in enumerate(values, start=1)
+    ]
 
 
 def test_planted_effects_give_every_verdict():
@@ -36,20 +51,32 @@ def test_planted_effects_give_every_verdict():
     per-seed differences planted with a small spread: each kind of row reaches each of its verdicts."""
     rng = np.random.default_rng(0)
     base = 25.8 + rng.normal(0.0, 3.0, 10)  # seeds disagree a lot; paired differences cancel it
-    plant = {"A3": 0.0,  # paper 0: shown within ±0.5 -> reproduced
-             "A2": 3.0,  # paper -0.3: beyond +0.5 -> contradicted
-             "A1": -2.0,  # paper -0.9: the paper's side -> reproduced
-             "C1": 2.0,  # paper -2.1: the other side -> contradicted
-             "B1": 0.0,  # paper -0.7: shown within ±0.5 -> contradicted
-             "custom": 1.5, "mine": 0.0}  # rows the paper does not have: higher, no difference
-    scores = {BASE: list(base), **{row: list(base + d + rng.normal(0, 0.05, 10)) for row, d in plant.items()},
-              "B2": list(base + rng.normal(0.0, 3.0, 10))}  # paper -0.4, a wide spread: unresolved
+    plant = {
+        "A3": 0.0,  # paper 0: shown within ±0.5 -> reproduced
+        "A2": 3.0,  # paper -0.3: beyond +0.5 -> contradicted
+        "A1": -2.0,  # paper -0.9: the paper's side -> reproduced
+        "C1": 2.0,  # paper -2.1: the other side -> contradicted
+        "B1": 0.0,  # paper -0.7: shown within ±0.5 -> contradicted
+        "custom": 1.5,
+        "mine": 0.0,
+    }  # rows the paper does not have: higher, no difference
+    scores = {
+        BASE: list(base),
+        **{row: list(base + d + rng.normal(0, 0.05, 10)) for row, d in plant.items()},
+        "B2": list(base + rng.normal(0.0, 3.0, 10)),
+    }  # paper -0.4, a wide spread: unresolved
     rows = {r["row"]: r for r in build_table3(records(scores), Design(pilot_seeds=PILOT))}
     assert {name: (r["test"], r["verdict"]) for name, r in rows.items()} == {
-        BASE: (None, None), "A3": ("equivalence", "reproduced"), "A2": ("equivalence", "contradicted"),
-        "A1": ("difference", "reproduced"), "C1": ("difference", "contradicted"),
-        "B1": ("difference", "contradicted"), "custom": ("own", "higher"), "mine": ("own", "no difference"),
-        "B2": ("equivalence", "unresolved")}
+        BASE: (None, None),
+        "A3": ("equivalence", "reproduced"),
+        "A2": ("equivalence", "contradicted"),
+        "A1": ("difference", "reproduced"),
+        "C1": ("difference", "contradicted"),
+        "B1": ("difference", "contradicted"),
+        "custom": ("own", "higher"),
+        "mine": ("own", "no difference"),
+        "B2": ("equivalence", "unresolved"),
+    }
     family = 8
     for name, r in rows.items():
         if name == BASE:
@@ -57,7 +84,8 @@ def test_planted_effects_give_every_verdict():
         assert r["family_level"] == pytest.approx(1 - 0.05 / family)
         half = t_quantile(1 - 0.05 / family, 10) * r["delta_bleu_sd"] / math.sqrt(10)
         assert (r["delta_bleu_family_low"], r["delta_bleu_family_high"]) == pytest.approx(
-            (r["delta_bleu"] - half, r["delta_bleu"] + half))
+            (r["delta_bleu"] - half, r["delta_bleu"] + half)
+        )
         claim = Verdict(r["verdict"], r["claim_low"], r["claim_high"])
         assert claim.holds(plant.get(name, 0.0))  # every verdict here is true of what was planted
         assert r["verdict_final"]  # ten seeds: no plan asks for more
@@ -119,18 +147,23 @@ def test_identical_differences_give_no_verdict():
 # The whole design, simulated: a table of base and the paper's 19 rows (seed effects shared, as in training from
 # one seed), the pilot's table, the extension python -m aiayn.seeds would make from it, and the final table.
 
-def run_design(rng: np.random.Generator, truth: dict[str, float], sd: float, max_seeds: int = 10,
-               **design) -> tuple[dict[str, dict], dict[str, dict]]:
+
+def run_design(
+    rng: np.random.Generator, truth: dict[str, float], sd: float, max_seeds: int = 10, **design
+) -> tuple[dict[str, dict], dict[str, dict]]:
     """The pilot's and the final table of one simulated study; differences from base spread with SD `sd`."""
     seed_effect = rng.normal(0.0, 2.0, max_seeds)
-    scores = {row: 25.8 + truth.get(row, 0.0) + seed_effect + rng.normal(0.0, sd / math.sqrt(2), max_seeds)
-              for row in (BASE, *ROWS)}
+    scores = {
+        row: 25.8 + truth.get(row, 0.0) + seed_effect + rng.normal(0.0, sd / math.sqrt(2), max_seeds)
+        for row in (BASE, *ROWS)
+    }
     seeds = {row: list(PILOT) for row in scores}
 
     def table(extended: bool) -> dict[str, dict]:
         bleu = {row: {s: float(scores[row][s - 1]) for s in seeds[row]} for row in scores}
-        return decide(bleu, PAPER_DELTA, {}, Design(pilot_seeds=PILOT, extended=extended, max_seeds=max_seeds,
-                                                    **design))
+        return decide(
+            bleu, PAPER_DELTA, {}, Design(pilot_seeds=PILOT, extended=extended, max_seeds=max_seeds, **design)
+        )
 
     pilot = table(False)
     plan = plan_extension({row: pilot[row]["seeds_planned"] for row in ROWS}, seeds, max_seeds)
@@ -141,8 +174,13 @@ def run_design(rng: np.random.Generator, truth: dict[str, float], sd: float, max
 
 def false_verdicts(table: dict[str, dict], truth: dict[str, float]) -> list[str]:
     """The rows whose verdict claims what is not true of the planted difference."""
-    return [row for row in ROWS if not Verdict(table[row]["verdict"], table[row]["claim_low"],
-                                               table[row]["claim_high"]).holds(truth.get(row, 0.0))]
+    return [
+        row
+        for row in ROWS
+        if not Verdict(table[row]["verdict"], table[row]["claim_low"], table[row]["claim_high"]).holds(
+            truth.get(row, 0.0)
+        )
+    ]
 
 
 TABLES = 2000
@@ -164,8 +202,10 @@ def test_the_design_keeps_its_family_wise_promise_with_no_true_difference(sd):
         wrong_either += bool(false_verdicts(final, {}) or false_verdicts(pilot, {}))
         extended += final is not pilot
     rate = wrong / TABLES
-    print(f"sd {sd}: family-wise false-verdict rate {rate:.4f} (both looks {wrong_either / TABLES:.4f}), "
-          f"{extended} of {TABLES} studies extended")
+    print(
+        f"sd {sd}: family-wise false-verdict rate {rate:.4f} (both looks {wrong_either / TABLES:.4f}), "
+        f"{extended} of {TABLES} studies extended"
+    )
     assert rate <= BOUND
     assert wrong_either >= wrong and extended > 0
 
@@ -187,7 +227,7 @@ def test_planted_paper_effects_are_resolved_as_planned():
     nothing false is claimed beyond alpha. The power of each row is printed."""
     rng, n = np.random.default_rng(12), 500
     truth = dict(PAPER_DELTA)
-    reproduced = {row: 0 for row in ROWS}
+    reproduced = dict.fromkeys(ROWS, 0)
     wrong = 0
     for _ in range(n):
         _, final = run_design(rng, truth, 0.35, bleu_scale=1.0)

@@ -1,4 +1,5 @@
 """Shared helpers of the scale-out tests: a smoke-scale data workspace and running pipeline scripts as processes."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -16,8 +17,13 @@ REPO = Path(__file__).resolve().parents[2]
 
 def env() -> dict[str, str]:
     """The environment of a child process: offline wandb, full Hydra errors, this venv's tools first on PATH."""
-    return dict(os.environ, WANDB_MODE="offline", WANDB_SILENT="true", HYDRA_FULL_ERROR="1",
-                PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    return dict(
+        os.environ,
+        WANDB_MODE="offline",
+        WANDB_SILENT="true",
+        HYDRA_FULL_ERROR="1",
+        PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+    )
 
 
 def _sh(args: list[str], cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
@@ -33,8 +39,13 @@ def sh():
 
 
 def data_overrides(tmp: Path) -> list[str]:
-    return ["scale=smoke", "logger=none", "trainer.enable_progress_bar=false",
-            f"paths.raw={tmp}/data/raw", f"paths.bpe={tmp}/data/bpe"]
+    return [
+        "scale=smoke",
+        "logger=none",
+        "trainer.enable_progress_bar=false",
+        f"paths.raw={tmp}/data/raw",
+        f"paths.bpe={tmp}/data/bpe",
+    ]
 
 
 @pytest.fixture(scope="package")

@@ -1,4 +1,5 @@
 """DDP keeps the paper's effective batch: 2 gloo processes with accumulation A train like 1 process with 2A."""
+
 from __future__ import annotations
 
 import json
@@ -18,23 +19,29 @@ from aiayn.train.module import TranslationModule
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("overrides, expected", [
-    (["trainer=cpu"], (1, 1024)),  # smoke: batch_tokens 1024 = max_tokens
-    (["trainer=cpu", "train.max_tokens=256"], (4, 256)),
-    (["trainer=ddp_cpu", "train.max_tokens=256"], (2, 256)),
-    (["trainer=ddp_cpu", "train.max_tokens=256", "trainer.num_nodes=2"], (1, 256)),
-    (["trainer=cpu", "train.max_tokens=256", "trainer.devices=auto"], (4, 256)),  # "auto" on CPU is one process
-    # 4 micro-batches of at most 300: each gets 256, so the update is 1024 tokens, not 1200
-    (["trainer=cpu", "train.max_tokens=300"], (4, 256)),
-    # more devices than one update needs split it: 2 x 512, not 2 x 1024
-    (["trainer=ddp_cpu"], (1, 512)),
-    (["trainer=ddp_cpu", "trainer.num_nodes=3"], (1, 171)),  # ceil(1024 / 6): never fewer tokens than asked
-])
+@pytest.mark.parametrize(
+    "overrides, expected",
+    [
+        (["trainer=cpu"], (1, 1024)),  # smoke: batch_tokens 1024 = max_tokens
+        (["trainer=cpu", "train.max_tokens=256"], (4, 256)),
+        (["trainer=ddp_cpu", "train.max_tokens=256"], (2, 256)),
+        (["trainer=ddp_cpu", "train.max_tokens=256", "trainer.num_nodes=2"], (1, 256)),
+        (["trainer=cpu", "train.max_tokens=256", "trainer.devices=auto"], (4, 256)),  # "auto" on CPU is one process
+        # 4 micro-batches of at most 300: each gets 256, so the update is 1024 tokens, not 1200
+        (["trainer=cpu", "train.max_tokens=300"], (4, 256)),
+        # more devices than one update needs split it: 2 x 512, not 2 x 1024
+        (["trainer=ddp_cpu"], (1, 512)),
+        (["trainer=ddp_cpu", "trainer.num_nodes=3"], (1, 171)),  # ceil(1024 / 6): never fewer tokens than asked
+    ],
+)
 def test_an_update_sees_batch_tokens_whatever_the_device_count(overrides: list[str], expected) -> None:
     accumulate, micro = batching(compose(["scale=smoke", *overrides]))
     assert (accumulate, micro) == expected
-    world = 2 * (3 if "trainer.num_nodes=3" in overrides else 2 if "trainer.num_nodes=2" in overrides else 1) \
-        if "trainer=ddp_cpu" in overrides else 1
+    world = (
+        2 * (3 if "trainer.num_nodes=3" in overrides else 2 if "trainer.num_nodes=2" in overrides else 1)
+        if "trainer=ddp_cpu" in overrides
+        else 1
+    )
     assert 1024 <= accumulate * micro * world < 1024 + accumulate * world
 
 
@@ -50,17 +57,19 @@ def test_two_rank_shards_interleave_into_the_single_process_order(smoke_data: Pa
     """Why the DDP comparison below is exact: update k of 2 ranks x 1 micro-batch sees the same two batches as
     update k of 1 process x 2 micro-batches (batches 2k and 2k+1), as long as the epoch is not over."""
     split = EncodedSplit(smoke_data / "data" / "bpe" / "train")
-    make = lambda world, rank: TokenBatchSampler(split.src_lens, split.tgt_lens + 1, 512, seed=1,  # noqa: E731
-                                                 num_replicas=world, rank=rank)
+
+    def make(world: int, rank: int) -> TokenBatchSampler:
+        return TokenBatchSampler(split.src_lens, split.tgt_lens + 1, 512, seed=1, num_replicas=world, rank=rank)
+
     single = list(make(1, 0))
     rank0, rank1 = list(make(2, 0)), list(make(2, 1))
     interleaved = [b for pair in zip(rank0, rank1) for b in pair]
     # An odd count pads the 2-rank epoch with a repeat at the end: the first len(single) batches agree either way.
-    assert len(interleaved) == len(single) + len(single) % 2 and interleaved[:len(single)] == single
+    assert len(interleaved) == len(single) + len(single) % 2 and interleaved[: len(single)] == single
 
 
 def _weights(ckpt: Path) -> dict[str, torch.Tensor]:
-    return {k: v for k, v in torch.load(ckpt, map_location="cpu", weights_only=True)["state_dict"].items()}
+    return dict(torch.load(ckpt, map_location="cpu", weights_only=True)["state_dict"])
 
 
 def _loss_on(ckpt: Path, batch: dict) -> float:
@@ -74,8 +83,9 @@ def _loss_on(ckpt: Path, batch: dict) -> float:
 
 
 @pytest.mark.slow
-def test_two_gloo_processes_match_one_process_with_twice_the_accumulation(smoke_data, smoke_overrides, sh,
-                                                                          tmp_path: Path) -> None:
+def test_two_gloo_processes_match_one_process_with_twice_the_accumulation(
+    smoke_data, smoke_overrides, sh, tmp_path: Path
+) -> None:
     """Same data per update (see the interleave test), dropout 0, and both average the two micro-batch means:
     the runs differ only in float summation order (gloo's all-reduce against in-place accumulation).
 
@@ -89,8 +99,9 @@ def test_two_gloo_processes_match_one_process_with_twice_the_accumulation(smoke_
     sh([sys.executable, script, *common, f"paths.runs={tmp_path}/single"], cwd=tmp_path)
     sh([sys.executable, script, *common, "trainer=ddp_cpu", f"paths.runs={tmp_path}/ddp"], cwd=tmp_path)
     # The overrides make a variant of base (runs/base/dropout=0,max_tokens=512/seed1): find each run's folder.
-    (single,), (ddp,) = ([p.parent for p in (tmp_path / name / "base").glob("*/seed1/train.json")]
-                         for name in ("single", "ddp"))
+    (single,), (ddp,) = (
+        [p.parent for p in (tmp_path / name / "base").glob("*/seed1/train.json")] for name in ("single", "ddp")
+    )
     s_json, d_json = (json.loads((run / "train.json").read_text()) for run in (single, ddp))
     assert (s_json["accumulate_grad_batches"], s_json["device"]["count"]) == (2, 1)
     assert (d_json["accumulate_grad_batches"], d_json["device"]["count"]) == (1, 2)

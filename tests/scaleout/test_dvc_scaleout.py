@@ -1,5 +1,6 @@
 """Parallel local experiments with `dvc exp run --queue` + `dvc queue start -j 2`, and moving results between
 clones through a DVC folder remote (`dvc push` / `dvc pull`), in a temporary git + DVC copy of the repository."""
+
 from __future__ import annotations
 
 import json

@@ -1,4 +1,5 @@
 """Hydra submitit launchers: the SLURM job script (without a cluster) and a real local submitit sweep."""
+
 from __future__ import annotations
 
 import os
@@ -50,8 +51,12 @@ def test_slurm_job_sends_the_time_limit_signal_to_lightning_only(tmp_path: Path,
     lines = set(script.splitlines())
     assert "#SBATCH --signal=USR1@120" in lines  # Lightning's SLURMEnvironment requeue signal
     assert not any("USR2" in line for line in lines)  # submitit's own signal is never sent
-    assert {"#SBATCH --partition=gpu", "#SBATCH --gpus-per-node=4", "#SBATCH --ntasks-per-node=4",
-            "#SBATCH --requeue"} <= lines
+    assert {
+        "#SBATCH --partition=gpu",
+        "#SBATCH --gpus-per-node=4",
+        "#SBATCH --ntasks-per-node=4",
+        "#SBATCH --requeue",
+    } <= lines
 
 
 def test_local_launcher_config_composes() -> None:
@@ -61,9 +66,20 @@ def test_local_launcher_config_composes() -> None:
 
 @pytest.mark.slow
 def test_local_submitit_sweep_trains_one_run_per_seed(smoke_overrides, sh, tmp_path: Path) -> None:
-    sh([sys.executable, str(REPO / "pipeline" / "train.py"), "-m", "seed=1,2", "hydra/launcher=local",
-        *smoke_overrides, "train.max_steps=4", f"paths.runs={tmp_path}/runs", f"hydra.sweep.dir={tmp_path}/sweep"],
-       cwd=tmp_path)
+    sh(
+        [
+            sys.executable,
+            str(REPO / "pipeline" / "train.py"),
+            "-m",
+            "seed=1,2",
+            "hydra/launcher=local",
+            *smoke_overrides,
+            "train.max_steps=4",
+            f"paths.runs={tmp_path}/runs",
+            f"hydra.sweep.dir={tmp_path}/sweep",
+        ],
+        cwd=tmp_path,
+    )
     for seed in (1, 2):  # train.max_steps=4: a variant of base, in a folder of its own
         assert (tmp_path / "runs" / "base" / "max_steps=4" / f"seed{seed}" / "train.json").exists()
     assert len(list((tmp_path / "sweep" / ".submitit").glob("*/*_result.pkl"))) == 2  # two submitit jobs

@@ -1,4 +1,5 @@
 """MFU: the datasheet peak lookup and the counted FLOPs of one micro-batch."""
+
 from __future__ import annotations
 
 import pytest
@@ -10,12 +11,15 @@ from aiayn.train.mfu import MFUMonitor, batch_flops, peak_flops
 MODEL = dict(n_layers=2, d_model=64, d_ff=256, n_heads=4, d_k=16, d_v=16, dropout=0.1)
 
 
-@pytest.mark.parametrize("name, precision, expected", [
-    ("NVIDIA H200", "bf16-mixed", 989e12),
-    ("NVIDIA H100 PCIe", "bf16-mixed", 756e12),  # the longer name wins over plain H100
-    ("NVIDIA A100-SXM4-80GB", "32-true", 19.5e12),
-    ("cpu", "32-true", None),
-])
+@pytest.mark.parametrize(
+    "name, precision, expected",
+    [
+        ("NVIDIA H200", "bf16-mixed", 989e12),
+        ("NVIDIA H100 PCIe", "bf16-mixed", 756e12),  # the longer name wins over plain H100
+        ("NVIDIA A100-SXM4-80GB", "32-true", 19.5e12),
+        ("cpu", "32-true", None),
+    ],
+)
 def test_peak_flops_by_device_name_and_precision(name: str, precision: str, expected) -> None:
     assert peak_flops(name, precision) == expected
 

@@ -1,4 +1,5 @@
 """The chunked output projection + loss (train.loss_chunk_tokens) is the plain loss: values, gradients, training."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -68,7 +69,7 @@ def test_under_bf16_autocast_it_is_as_accurate_as_the_plain_loss():
 def test_no_gradient_wanted_computes_none():
     hidden, weight, target = _inputs()
     with torch.no_grad():
-        loss, nll = chunked_label_smoothed_nll_loss(hidden, weight, target, 0.1, 0, 8)
+        loss, _ = chunked_label_smoothed_nll_loss(hidden, weight, target, 0.1, 0, 8)
     assert not loss.requires_grad
     torch.testing.assert_close(loss, label_smoothed_nll_loss(F.linear(hidden, weight), target, 0.1, 0)[0].float())
 
@@ -92,8 +93,14 @@ def test_a_short_training_run_learns_the_same_curve():
     for _ in range(20):
         tgt = torch.randint(1, 60, (6, 10), generator=g)
         tgt[:2, -3:] = 0
-        batches.append(dict(src=torch.randint(1, 60, (6, 9), generator=g), tgt_in=tgt[:, :-1], tgt_out=tgt[:, 1:],
-                            n_tgt_tokens=int((tgt[:, 1:] != 0).sum())))
+        batches.append(
+            dict(
+                src=torch.randint(1, 60, (6, 9), generator=g),
+                tgt_in=tgt[:, :-1],
+                tgt_out=tgt[:, 1:],
+                n_tgt_tokens=int((tgt[:, 1:] != 0).sum()),
+            )
+        )
 
     def curve(chunk: int, share: str) -> list[float]:
         torch.manual_seed(0)

@@ -1,4 +1,5 @@
 """A training step does not wait for the device: the host reads it only on logging steps (loss, progress line)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -6,13 +7,13 @@ import warnings
 
 import lightning as L
 import torch
+from tests.host_reads import HostReads
 from torch.utils.data import DataLoader
 
 from aiayn.config.schema import TrainConfig
 from aiayn.train.callbacks import RngState, RunProgress
 from aiayn.train.mfu import MFUMonitor
 from aiayn.train.module import TranslationModule
-from tests.host_reads import HostReads
 
 MODEL = dict(n_layers=1, d_model=16, d_ff=32, n_heads=2, d_k=8, d_v=8, dropout=0.1)
 VOCAB, LOG_EVERY, STEPS = 50, 10, 40
@@ -54,11 +55,19 @@ def test_only_logging_steps_read_the_device(tmp_path):
     train = dataclasses.asdict(TrainConfig(max_steps=STEPS, warmup_steps=10, log_every_steps=LOG_EVERY))
     module = TranslationModule(model=MODEL, train=train, vocab_size=VOCAB, pad_id=0)
     reads = ReadsPerStep()
-    trainer = L.Trainer(accelerator="cpu", devices=1, max_steps=STEPS, logger=False, enable_checkpointing=False,
-                        enable_progress_bar=False, enable_model_summary=False, log_every_n_steps=LOG_EVERY,
-                        num_sanity_val_steps=0, default_root_dir=tmp_path,
-                        callbacks=[reads, RunProgress(LOG_EVERY), RngState(0),
-                                   MFUMonitor(MODEL, VOCAB, LOG_EVERY, "32-true")])
+    trainer = L.Trainer(
+        accelerator="cpu",
+        devices=1,
+        max_steps=STEPS,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        log_every_n_steps=LOG_EVERY,
+        num_sanity_val_steps=0,
+        default_root_dir=tmp_path,
+        callbacks=[reads, RunProgress(LOG_EVERY), RngState(0), MFUMonitor(MODEL, VOCAB, LOG_EVERY, "32-true")],
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # Lightning's hints about workers
         trainer.fit(module, train_dataloaders=DataLoader(_batches(STEPS), batch_size=None))

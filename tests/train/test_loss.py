@@ -1,4 +1,5 @@
 """Label-smoothed NLL (section 5.4): eps = 0 is cross-entropy, sums decompose, the minimiser is smooth."""
+
 from __future__ import annotations
 
 import math

@@ -1,4 +1,5 @@
 """Section 5.3's optimizer as configure_optimizers builds it: Adam(0.9, 0.98, 1e-9), fused on CPU too."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -32,7 +33,7 @@ def test_fused_and_loop_adam_take_the_same_steps() -> None:
         optimizer = m.configure_optimizers()["optimizer"]
         for _ in range(3):
             optimizer.zero_grad()
-            sum((p ** 2).sum() for p in m.parameters()).backward()
+            sum((p**2).sum() for p in m.parameters()).backward()
             optimizer.step()
         runs.append(torch.cat([p.detach().flatten() for p in m.parameters()]))
     torch.testing.assert_close(runs[0], runs[1], atol=1e-6, rtol=1e-5)

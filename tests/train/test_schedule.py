@@ -1,4 +1,5 @@
 """Eq. 3 (section 5.3): linear warmup to a peak at warmup_steps, then step^-0.5 decay."""
+
 from __future__ import annotations
 
 import pytest

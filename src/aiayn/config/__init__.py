@@ -3,6 +3,7 @@
 Names are imported on first use (PEP 562), so that `aiayn.config.schema`, plain dataclasses, imports without Hydra:
 the model builds from its schema (aiayn.model) and stays plain PyTorch.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -13,9 +14,13 @@ from typing import Any
 CANNOT_CHANGE_RESULTS = True
 
 _EXPORTS = {
-    "CONF_DIR": "composition", "compose": "composition", "register_configs": "composition",
+    "CONF_DIR": "composition",
+    "compose": "composition",
+    "register_configs": "composition",
     "read_params_list": "params",
-    "ConfigError": "resolve", "prepare": "resolve", "resolve_row": "resolve",
+    "ConfigError": "resolve",
+    "prepare": "resolve",
+    "resolve_row": "resolve",
     "Config": "schema",
 }
 __all__ = sorted(_EXPORTS)

@@ -1,8 +1,10 @@
 """The entry point shared by every pipeline script: register the schemas, then run it as a Hydra app."""
+
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -24,8 +26,10 @@ def refuse_secret_overrides(argv: list[str]) -> None:
     for arg in argv:
         key = arg.split("=", 1)[0].lstrip("+~") if "=" in arg else ""
         if key and SECRET_KEY.search(key.rsplit(".", 1)[-1]):
-            sys.exit(f"error: override {key}=... looks like a credential; pass credentials through the environment "
-                     f"(WANDB_API_KEY) or `wandb login`, never on the command line, which Hydra saves with the run")
+            sys.exit(
+                f"error: override {key}=... looks like a credential; pass credentials through the environment "
+                f"(WANDB_API_KEY) or `wandb login`, never on the command line, which Hydra saves with the run"
+            )
 
 
 def _override(argv: list[str], key: str) -> str | None:
@@ -48,7 +52,7 @@ def expand_seeds_from(argv: list[str]) -> list[str]:
         return list(argv)
     if len(given) > 1 or _override(argv, "seed") is not None:
         sys.exit("error: give either seed=... or one seeds_from=FILE, not both")
-    path, row = given[0][len(SEEDS_FROM):], _override(argv, "row")
+    path, row = given[0][len(SEEDS_FROM) :], _override(argv, "row")
     if row is not None and "," not in row:
         seeds = seeds_per_row(path, [row])[row]
     else:
@@ -63,7 +67,7 @@ def expand_overrides_from(argv: list[str]) -> list[str]:
     reaches every stage that passes it (dvc.yaml), before each row's own patch. Overrides after it win."""
     out = []
     for arg in argv:
-        out += read_overrides(arg[len(OVERRIDES_FROM):]) if arg.startswith(OVERRIDES_FROM) else [arg]
+        out += read_overrides(arg[len(OVERRIDES_FROM) :]) if arg.startswith(OVERRIDES_FROM) else [arg]
     return out
 
 

@@ -1,10 +1,11 @@
 """Registering the schemas with Hydra's ConfigStore, composing the `conf/` tree outside `@hydra.main`, and naming a
 run's variant (aiayn.config.variant) from its overrides."""
+
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from hydra import compose as hydra_compose
 from hydra import initialize_config_dir

@@ -1,11 +1,13 @@
 """The DVC pipeline's lists in params.yaml: rows, seeds and each row's extra seeds, read by the stages that run or
 tabulate them and edited (comments kept) by `python -m aiayn.seeds`."""
+
 from __future__ import annotations
 
+import dataclasses
 import io
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 import yaml
 
@@ -28,13 +30,13 @@ def _load(path: Path, key: str) -> dict[str, Any]:
     return params if isinstance(params, dict) else {}
 
 
-def _items(path: Path, key: str, values: Any, kind: Callable[[object], T]) -> list[T]:
+def _items(path: Path, key: str, values: Any, kind: Callable[[Any], T]) -> list[T]:
     """`values` as a list of `kind`; errors name the file, the key and the bad item."""
     if not isinstance(values, list):
         raise ValueError(f"{path}: key '{key}' must be a list, got {values!r}")
     out = []
     for i, value in enumerate(values):
-        if isinstance(value, bool) or isinstance(value, (dict, list)) or value is None:
+        if isinstance(value, (bool, dict, list)) or value is None:
             raise ValueError(f"{path}: {key}[{i}] = {value!r} is not a {kind.__name__}")
         try:
             out.append(kind(value))
@@ -43,12 +45,12 @@ def _items(path: Path, key: str, values: Any, kind: Callable[[object], T]) -> li
     return out
 
 
-def read_params_list(path: str | Path, key: str, kind: Callable[[object], T]) -> list[T]:
+def read_params_list(path: str | Path, key: str, kind: Callable[[Any], T]) -> list[T]:
     """`key` of a params file as a non-empty list of `kind`; errors name the file, the key and the bad item."""
     return _list_of(_load(Path(path), key), Path(path), key, kind)
 
 
-def _list_of(params: Mapping[str, Any], path: Path, key: str, kind: Callable[[object], T]) -> list[T]:
+def _list_of(params: Mapping[str, Any], path: Path, key: str, kind: Callable[[Any], T]) -> list[T]:
     values = params.get(key)
     if not isinstance(values, list) or not values:
         raise ValueError(f"{path}: key '{key}' must be a non-empty list, got {values!r}")
@@ -112,9 +114,11 @@ def write_seed_lists(params_file: str | Path, out_dir: str | Path) -> dict[str, 
     (seeds_from) and track, so a row's stages rerun only when its own seeds change."""
     per_row = seeds_per_row(params_file)
     for row, seeds in per_row.items():
-        atomic_write_text(Path(out_dir) / f"{row}.yaml",
-                          f"# {row}'s seeds: seeds + {EXTRA_SEEDS}.{row} of {Path(params_file).name} "
-                          f"(written by pipeline/seeds.py)\nseeds: [{', '.join(map(str, seeds))}]\n")
+        atomic_write_text(
+            Path(out_dir) / f"{row}.yaml",
+            f"# {row}'s seeds: seeds + {EXTRA_SEEDS}.{row} of {Path(params_file).name} "
+            f"(written by pipeline/seeds.py)\nseeds: [{', '.join(map(str, seeds))}]\n",
+        )
     return per_row
 
 
@@ -130,7 +134,7 @@ def overrides_of(params: Mapping[str, Any], path: str | Path) -> list[str]:
     from aiayn.config.schema import ROW_GROUPS
 
     path, out = Path(path), []
-    keys = {group: list(ROW_GROUPS[group].__dataclass_fields__) for group in OVERRIDE_GROUPS}
+    keys = {group: [f.name for f in dataclasses.fields(ROW_GROUPS[group])] for group in OVERRIDE_GROUPS}
     for group, names in {**keys, "aggregate": list(DESIGN_KEYS)}.items():
         values = params.get(group) or {}
         if not isinstance(values, dict):
@@ -139,7 +143,9 @@ def overrides_of(params: Mapping[str, Any], path: str | Path) -> list[str]:
         for key, value in values.items():
             if f"{group}.{key}" not in valid:
                 hint = nearest_key(f"{group}.{key}", valid)
-                raise ValueError(f"{path}: unknown key '{group}.{key}'" + (f" (did you mean '{hint}'?)" if hint else ""))
+                raise ValueError(
+                    f"{path}: unknown key '{group}.{key}'" + (f" (did you mean '{hint}'?)" if hint else "")
+                )
             if value is not None:
                 out.append(f"{group}.{key}={_hydra_value(value)}")
     return out

@@ -5,6 +5,7 @@ mark `relative` are in the paper's units: at a scale whose value differs from th
 `scale_value * v / paper_value`, so "model.d_model: 256" is half the scale's base width. Every other key is
 absolute.
 """
+
 from __future__ import annotations
 
 import copy
@@ -16,6 +17,13 @@ from omegaconf import DictConfig, OmegaConf
 from aiayn.config.schema import ROW_GROUPS, TABLES, ModelConfig, choices, relative_keys
 
 SIZE_KEYS = relative_keys(ModelConfig)
+
+
+def plain(node: Any) -> dict[str, Any]:
+    """A config node as plain dicts and lists (OmegaConf.to_container, typed for a mapping node)."""
+    out = OmegaConf.to_container(node, resolve=True)
+    assert isinstance(out, dict), f"expected a mapping node, got {type(out).__name__}"
+    return out  # type: ignore[return-value]  # a config's keys are strings
 
 
 class ConfigError(ValueError):
@@ -57,8 +65,7 @@ def resolve_row(cfg: DictConfig) -> DictConfig:
                 continue
             if key in allowed and value not in allowed[key]:
                 raise ConfigError(f"{row_file(row.name)}: {group}.{key}={value!r} is not one of {allowed[key]}")
-            out[group][key] = scaled(group, key, value, cfg[group][key], row.name, scale) if key in relative \
-                else value
+            out[group][key] = scaled(group, key, value, cfg[group][key], row.name, scale) if key in relative else value
     if row.train.batch_tokens is not None and out.train.max_tokens > out.train.batch_tokens:
         out.train.max_tokens = out.train.batch_tokens  # a micro-batch never exceeds the row's (smaller) update
     if out.train.keep_last is None:  # the row's own keep_last, else what its averaging needs
@@ -89,8 +96,10 @@ def validate(cfg: DictConfig) -> None:
     if m.pos_encoding == "sinusoidal" and m.d_model % 2:
         raise ConfigError(f"model.d_model={m.d_model} must be even for sinusoidal positions (row '{cfg.row.name}')")
     if m.pos_encoding == "rotary" and m.d_k % 2:
-        raise ConfigError(f"model.d_k={m.d_k} must be even for rotary positions, which rotate pairs of query/key "
-                          f"dimensions (row '{cfg.row.name}')")
+        raise ConfigError(
+            f"model.d_k={m.d_k} must be even for rotary positions, which rotate pairs of query/key "
+            f"dimensions (row '{cfg.row.name}')"
+        )
     if not 0.0 <= t.label_smoothing < 1.0:
         raise ConfigError(f"train.label_smoothing={t.label_smoothing} must be in [0, 1)")
     if t.grad_clip < 0:
@@ -115,8 +124,10 @@ def validate(cfg: DictConfig) -> None:
             f"{t.ckpt_every_steps}: the final weights would never be checkpointed, so neither evaluated nor averaged"
         )
     if t.snapshot_every_steps and t.max_steps % t.snapshot_every_steps:
-        raise ConfigError(f"train.max_steps={t.max_steps} (row '{cfg.row.name}') is not a multiple of "
-                          f"train.snapshot_every_steps={t.snapshot_every_steps}: the final weights would not be averaged")
+        raise ConfigError(
+            f"train.max_steps={t.max_steps} (row '{cfg.row.name}') is not a multiple of "
+            f"train.snapshot_every_steps={t.snapshot_every_steps}: the final weights would not be averaged"
+        )
     if t.snapshot_every_steps < 0:
         raise ConfigError(f"train.snapshot_every_steps={t.snapshot_every_steps} must be >= 0")
     if t.keep_last < 0:
@@ -134,8 +145,9 @@ def validate(cfg: DictConfig) -> None:
         if cfg.data[key] < 1:
             raise ConfigError(f"data.{key}={cfg.data[key]} must be >= 1")
     if cfg.data.name == "synthetic" and cfg.data.max_words < 4:
-        raise ConfigError(f"data.max_words={cfg.data.max_words} must be >= 4 (the synthetic corpus's shortest "
-                          "sentence)")
+        raise ConfigError(
+            f"data.max_words={cfg.data.max_words} must be >= 4 (the synthetic corpus's shortest sentence)"
+        )
     if cfg.data.lexicon_scale <= 0:
         raise ConfigError(f"data.lexicon_scale={cfg.data.lexicon_scale} must be > 0")
 

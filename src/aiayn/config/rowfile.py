@@ -3,6 +3,7 @@
 Hydra refuses an unknown key or a wrong type too, but names neither the file nor what was meant; this check runs
 first and says both: "conf/row/X1.yaml: unknown key 'model.dropuot' (did you mean 'model.dropout'?)".
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -57,11 +58,15 @@ def _unknown(path: Path, key: str, valid: list[str]) -> ConfigError:
     if key.split(".")[0] == "data":
         return ConfigError(
             f"{path}: a row cannot change {key}: every row trains on the one corpus and tokenizer that the fetch "
-            f"and bpe stages make; change data for the whole pipeline instead (params.yaml, or dvc exp run -S)")
+            f"and bpe stages make; change data for the whole pipeline instead (params.yaml, or dvc exp run -S)"
+        )
     hint = nearest_key(key, valid)
-    return ConfigError(f"{path}: unknown key '{key}'" + (f" (did you mean '{hint}'?)" if hint else "")
-                       + f"; a row sets metadata ({', '.join(k for k in valid if '.' not in k)}) and keys of "
-                       f"{', '.join(ROW_GROUPS)} (src/aiayn/config/schema.py)")
+    return ConfigError(
+        f"{path}: unknown key '{key}'"
+        + (f" (did you mean '{hint}'?)" if hint else "")
+        + f"; a row sets metadata ({', '.join(k for k in valid if '.' not in k)}) and keys of "
+        f"{', '.join(ROW_GROUPS)} (src/aiayn/config/schema.py)"
+    )
 
 
 def read_row(path: Path | str) -> DictConfig:
@@ -84,10 +89,15 @@ def read_row(path: Path | str) -> DictConfig:
     try:
         row = OmegaConf.merge(OmegaConf.structured(RowConfig), data)
     except OmegaConfBaseException as err:
-        raise ConfigError(f"{path}: {getattr(err, 'full_key', None) or 'a value'}: {getattr(err, 'msg', err)}") from None
+        raise ConfigError(
+            f"{path}: {getattr(err, 'full_key', None) or 'a value'}: {getattr(err, 'msg', err)}"
+        ) from None
+    assert isinstance(row, DictConfig)  # a RowConfig merged with a mapping
     if row.name != path.stem:
-        raise ConfigError(f"{path}: name is {row.name!r}, but a row's name must be its file's ({path.stem!r}): runs "
-                          f"of row=<file> are written under runs/<name>/")
+        raise ConfigError(
+            f"{path}: name is {row.name!r}, but a row's name must be its file's ({path.stem!r}): runs "
+            f"of row=<file> are written under runs/<name>/"
+        )
     for group, schema in ROW_GROUPS.items():
         for key, allowed in choices(schema).items():
             if row[group][key] is not None and row[group][key] not in allowed:

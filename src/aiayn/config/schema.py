@@ -10,6 +10,7 @@ anything runs (aiayn.config.resolve); `observed(...)` changes how a run is watch
 table reads (resume and run-folder names ignore it); `averaging(...)` is how a run is checkpointed, which changes the
 numbers of a row that averages checkpoints and of no other (aiayn.runspec). Every other key a row sets is absolute.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -279,9 +280,10 @@ class RowConfig:
     # For a row the paper does not have: the smallest ΔBLEU from base worth detecting, in BLEU at the paper's scale
     # (converted like the paper's differences); its seeds are planned for it. null: the margin (aggregate.margin_bleu).
     effect_of_interest: Optional[float] = None
-    model: ModelPatch = field(default_factory=ModelPatch)
-    train: TrainPatch = field(default_factory=TrainPatch)
-    decode: DecodePatch = field(default_factory=DecodePatch)
+    # Dataclasses made by patch_of: types for OmegaConf (it checks a row's keys and values against them), not for mypy.
+    model: ModelPatch = field(default_factory=ModelPatch)  # type: ignore[valid-type]
+    train: TrainPatch = field(default_factory=TrainPatch)  # type: ignore[valid-type]
+    decode: DecodePatch = field(default_factory=DecodePatch)  # type: ignore[valid-type]
 
 
 @dataclass

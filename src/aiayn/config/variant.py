@@ -7,6 +7,7 @@ variant runs in, and which of its settings a row's folder names (a checkpoint ca
 checkpoints), is aiayn.runspec's. Settings marked `observed` in the schema (logging, compiling, ...) are never part
 of a variant.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -19,8 +20,18 @@ from aiayn.config.schema import ROW_GROUPS, observed_keys
 # What a run *is* rather than how it differs from its row: the pipeline's choices (which corpus, scale, hardware
 # and row), where and how it logs and runs, and its seed. Overrides of these never make a variant.
 IDENTITY_GROUPS = ("data", "scale", "trainer", "row", "logger")
-IDENTITY_PREFIXES = ("data.", "scale.", "trainer.", "logger.", "paths.", "aggregate.", "hydra.", "hydra/", "seed",
-                     "variant")
+IDENTITY_PREFIXES = (
+    "data.",
+    "scale.",
+    "trainer.",
+    "logger.",
+    "paths.",
+    "aggregate.",
+    "hydra.",
+    "hydra/",
+    "seed",
+    "variant",
+)
 
 
 def _key(override: str) -> str:

@@ -8,10 +8,12 @@ With a length bucket K (train.length_bucket), every length is rounded up to a mu
 budgeting, and the collate pads each batch to those rounded lengths: a batch then has one of few shapes (a bucket's
 batches all hold max_tokens // L sentences of padded length L), which compiled graphs and CUDA graphs reuse.
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -50,9 +52,19 @@ class TokenBatchSampler:
     `set_epoch` on batch samplers).
     """
 
-    def __init__(self, src_lens, tgt_lens, max_tokens: int, shuffle: bool = True, seed: int = 0,
-                 drop_last: bool = False, num_replicas: int = 1, rank: int = 0, sort_window: int = 1 << 20,
-                 bucket: int = 0):
+    def __init__(
+        self,
+        src_lens,
+        tgt_lens,
+        max_tokens: int,
+        shuffle: bool = True,
+        seed: int = 0,
+        drop_last: bool = False,
+        num_replicas: int = 1,
+        rank: int = 0,
+        sort_window: int = 1 << 20,
+        bucket: int = 0,
+    ):
         if bucket < 0:
             raise ValueError(f"length bucket must be >= 0, got {bucket}")
         # Lengths as the batch's tensors will have them: rounded up to the bucket (the collate pads to it).
@@ -74,7 +86,7 @@ class TokenBatchSampler:
         perm = rng.permutation(n) if self.shuffle else np.arange(n)
         batches = []
         for lo in range(0, n, self.sort_window):
-            window = perm[lo:lo + self.sort_window]
+            window = perm[lo : lo + self.sort_window]
             # Sort by (max, tgt, src) length: the token budget binds on the longer side, so grouping by it first
             # gives fewer, fuller batches. Ties keep the random window order, so batches vary between epochs.
             s, t = self.src_lens[window], self.tgt_lens[window]
@@ -90,10 +102,10 @@ class TokenBatchSampler:
             batches = self._all_batches(self.epoch)
             r = self.num_replicas
             if self.drop_last:
-                batches = batches[:len(batches) // r * r]
+                batches = batches[: len(batches) // r * r]
             elif len(batches) % r:  # pad by repeating the first batches, as DistributedSampler does
-                batches += batches[:r - len(batches) % r]
-            self._cache = (self.epoch, batches[self.rank::r])
+                batches += batches[: r - len(batches) % r]
+            self._cache = (self.epoch, batches[self.rank :: r])
         return self._cache[1]
 
     def __len__(self) -> int:
@@ -144,8 +156,8 @@ class Collater:
     def __init__(self, split: EncodedSplit, pad_id: int, bos_id: int, eos_id: int, bucket: int = 0):
         self.split, self.pad_id, self.bos_id, self.eos_id, self.bucket = split, pad_id, bos_id, eos_id, bucket
 
-    def __call__(self, ids: list[int]) -> dict:
-        split, ids = self.split, np.asarray(ids, dtype=np.int64)
+    def __call__(self, indices: list[int]) -> dict:
+        split, ids = self.split, np.asarray(indices, dtype=np.int64)
         src_lens, tgt_lens = split.src_lens[ids], split.tgt_lens[ids] + 1  # +1: BOS on tgt_in, EOS on tgt_out
         width_s, width_t = (round_up(int(lens.max()), self.bucket) for lens in (src_lens, tgt_lens))
         src = np.full((len(ids), width_s), self.pad_id, dtype=np.int64)  # (B, S)
@@ -154,12 +166,18 @@ class Collater:
         tgt_in[:, 0] = self.bos_id
         for row, i in enumerate(ids):
             s, t = split.src(i), split.tgt(i)  # stored src already ends with EOS
-            src[row, :len(s)] = s
-            tgt_in[row, 1:len(t) + 1] = t
-            tgt_out[row, :len(t)] = t
+            src[row, : len(s)] = s
+            tgt_in[row, 1 : len(t) + 1] = t
+            tgt_out[row, : len(t)] = t
             tgt_out[row, len(t)] = self.eos_id
-        return dict(src=torch.from_numpy(src), tgt_in=torch.from_numpy(tgt_in), tgt_out=torch.from_numpy(tgt_out),
-                    n_src_tokens=int(src_lens.sum()), n_tgt_tokens=int(tgt_lens.sum()), ids=torch.from_numpy(ids))
+        return dict(
+            src=torch.from_numpy(src),
+            tgt_in=torch.from_numpy(tgt_in),
+            tgt_out=torch.from_numpy(tgt_out),
+            n_src_tokens=int(src_lens.sum()),
+            n_tgt_tokens=int(tgt_lens.sum()),
+            ids=torch.from_numpy(ids),
+        )
 
 
 def eval_batches(bpe_dir: str | Path, name: str, tokenizer, max_tokens: int) -> Iterator[dict]:

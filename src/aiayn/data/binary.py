@@ -5,6 +5,7 @@ shape (4, n) with rows (src offset, src length, tgt offset, tgt length), in toke
 Convention: a stored source sequence ends with EOS; a stored target has neither BOS nor EOS (batching adds BOS to
 the decoder input and EOS to the decoder output).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -50,8 +51,9 @@ def _chunks(src_file: Path, tgt_file: Path, batch_lines: int):
             yield [s.rstrip("\n") for s in src], [t.rstrip("\n") for t in tgt]
 
 
-def encode_split(tokenizer: Tokenizer, src_file, tgt_file, out_prefix, batch_lines: int = 10000,
-                 tokenizer_path=None) -> dict:
+def encode_split(
+    tokenizer: Tokenizer, src_file, tgt_file, out_prefix, batch_lines: int = 10000, tokenizer_path=None
+) -> dict:
     """Stream-encode a parallel split into `{out_prefix}.{src.bin,tgt.bin,idx.npy,json}`; returns the header.
 
     `tokenizer_path` (the .model file) is hashed into the header; without it the loaded model bytes are hashed,
@@ -62,7 +64,8 @@ def encode_split(tokenizer: Tokenizer, src_file, tgt_file, out_prefix, batch_lin
     dtype = np.uint16 if tokenizer.vocab_size < 2**16 else np.uint32
     paths = {k: Path(f"{prefix}.{k}") for k in ("src.bin", "tgt.bin", "idx.npy", "json")}
     tmps = {k: _tmp_beside(p) for k, p in paths.items()}
-    src_lens, tgt_lens = [], []
+    src_lens: list[np.ndarray] = []
+    tgt_lens: list[np.ndarray] = []
     lines = Progress(f"encode {prefix.name}", None, "pairs")
     try:
         with open(tmps["src.bin"], "wb") as fs, open(tmps["tgt.bin"], "wb") as ft:
@@ -79,11 +82,20 @@ def encode_split(tokenizer: Tokenizer, src_file, tgt_file, out_prefix, batch_lin
         index = np.stack([_offsets(src_len), src_len, _offsets(tgt_len), tgt_len])  # (4, n)
         with open(tmps["idx.npy"], "wb") as f:
             np.save(f, index)
-        header = dict(format=FORMAT_VERSION, dtype=np.dtype(dtype).name, n=int(len(src_len)),
-                      src_tokens=int(src_len.sum()), tgt_tokens=int(tgt_len.sum()), vocab_size=tokenizer.vocab_size,
-                      tokenizer_sha256=file_sha256(tokenizer_path) if tokenizer_path else tokenizer.sha256,
-                      src_file=src_file.name, tgt_file=tgt_file.name, src_ends_with_eos=True, tgt_has_bos_eos=False,
-                      sha256=_files_sha256([tmps[k] for k in DATA_FILES]))
+        header = dict(
+            format=FORMAT_VERSION,
+            dtype=np.dtype(dtype).name,
+            n=len(src_len),
+            src_tokens=int(src_len.sum()),
+            tgt_tokens=int(tgt_len.sum()),
+            vocab_size=tokenizer.vocab_size,
+            tokenizer_sha256=file_sha256(tokenizer_path) if tokenizer_path else tokenizer.sha256,
+            src_file=src_file.name,
+            tgt_file=tgt_file.name,
+            src_ends_with_eos=True,
+            tgt_has_bos_eos=False,
+            sha256=_files_sha256([tmps[k] for k in DATA_FILES]),
+        )
         tmps["json"].write_text(json.dumps(header, indent=1) + "\n")
         for k in ("src.bin", "tgt.bin", "idx.npy", "json"):  # header last: it marks a complete split
             os.replace(tmps[k], paths[k])
@@ -91,7 +103,7 @@ def encode_split(tokenizer: Tokenizer, src_file, tgt_file, out_prefix, batch_lin
     except OSError as err:
         if is_disk_full(err) and not isinstance(err, DiskFullError):
             written = {k: t.stat().st_size for k, t in tmps.items() if t.exists()}
-            full = max(written, key=written.get) if written else "src.bin"
+            full = max(written, key=lambda k: written[k]) if written else "src.bin"
             raise DiskFullError(paths[full], written=sum(written.values())) from err
         raise
     finally:
@@ -150,8 +162,10 @@ class EncodedSplit:
     def _map(path: Path, dtype: np.dtype, n_tokens: int) -> np.ndarray:
         size = path.stat().st_size if path.is_file() else None
         if size != n_tokens * dtype.itemsize:
-            raise ValueError(f"{path}: {size} bytes, but the index needs {n_tokens} x {dtype.itemsize}: "
-                             "corrupt or truncated; re-run the encoding stage")
+            raise ValueError(
+                f"{path}: {size} bytes, but the index needs {n_tokens} x {dtype.itemsize}: "
+                "corrupt or truncated; re-run the encoding stage"
+            )
         if n_tokens == 0:
             return np.zeros(0, dtype)
         return np.memmap(path, dtype=dtype, mode="r")
@@ -160,20 +174,22 @@ class EncodedSplit:
         return {"prefix": self.prefix}  # re-map in the worker instead of pickling the mapped data
 
     def __setstate__(self, state: dict) -> None:
-        self.__init__(state["prefix"])
+        self.__init__(state["prefix"])  # type: ignore[misc]  # this class's own __init__, on unpickling
 
     def __len__(self) -> int:
         return len(self.src_lens)
 
     def src(self, i: int) -> np.ndarray:
-        return self._src[self._src_off[i]:self._src_off[i] + self.src_lens[i]]
+        return self._src[self._src_off[i] : self._src_off[i] + self.src_lens[i]]
 
     def tgt(self, i: int) -> np.ndarray:
-        return self._tgt[self._tgt_off[i]:self._tgt_off[i] + self.tgt_lens[i]]
+        return self._tgt[self._tgt_off[i] : self._tgt_off[i] + self.tgt_lens[i]]
 
     def check_tokenizer(self, tokenizer_path) -> None:
         """Raise if `tokenizer_path` is not the model these ids were encoded with."""
         digest = file_sha256(tokenizer_path)
         if digest != self.header["tokenizer_sha256"]:
-            raise ValueError(f"{self.prefix}.json was encoded with a different tokenizer than {tokenizer_path} "
-                             f"(sha256 {self.header['tokenizer_sha256'][:12]}... vs {digest[:12]}...): re-encode")
+            raise ValueError(
+                f"{self.prefix}.json was encoded with a different tokenizer than {tokenizer_path} "
+                f"(sha256 {self.header['tokenizer_sha256'][:12]}... vs {digest[:12]}...): re-encode"
+            )

@@ -1,4 +1,5 @@
 """Streamed, counted cleaning of parallel text: Unicode/whitespace normalisation and length filters (train only)."""
+
 from __future__ import annotations
 
 import gzip
@@ -8,10 +9,11 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from itertools import zip_longest
 from pathlib import Path
+from typing import Any
 
+from aiayn.data.sgm import read_sgm
 from aiayn.io import atomic_path, atomic_write_json
 from aiayn.progress import Progress
-from aiayn.data.sgm import read_sgm
 
 DROP_REASONS = ("empty", "too_short", "too_long", "ratio")
 _FORMS = (None, "NFC", "NFD", "NFKC", "NFKD")
@@ -62,7 +64,7 @@ def normalize_text(text: str, form: str | None = "NFC", changes: dict[str, int] 
         if n and changes is not None:
             changes[reason] += 1
     if form:
-        normal = unicodedata.normalize(form, text)
+        normal = unicodedata.normalize(form, text)  # type: ignore[arg-type]  # one of _FORMS (CleanOptions)
         if normal != text and changes is not None:
             changes["unicode_form"] += 1
         text = normal
@@ -84,8 +86,9 @@ def iter_lines(path: Path) -> Iterator[str]:
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
-                raise CorpusError(f"{path}:{lineno}: not valid UTF-8 ({exc.reason} at byte {exc.start} "
-                                  f"of the line)") from exc
+                raise CorpusError(
+                    f"{path}:{lineno}: not valid UTF-8 ({exc.reason} at byte {exc.start} of the line)"
+                ) from exc
             if lineno == 1:
                 line = line.removeprefix("\ufeff")
             yield line.rstrip("\n").rstrip("\r")
@@ -102,13 +105,11 @@ def read_segments(path: Path) -> Iterator[str]:
 
 def iter_parallel(src_path: Path, tgt_path: Path) -> Iterator[tuple[str, str]]:
     """Aligned (source, target) sentences of two files; files of different lengths are rejected, naming both."""
-    count = 0
-    for src, tgt in zip_longest(read_segments(src_path), read_segments(tgt_path)):
-        if src is None or tgt is None:
+    for count, (src, tgt) in enumerate(zip_longest(read_segments(src_path), read_segments(tgt_path))):
+        if src is None or tgt is None:  # `count` lines of each were read before this one
             longer, shorter = (tgt_path, src_path) if src is None else (src_path, tgt_path)
             total = sum(1 for _ in read_segments(longer))
             raise CorpusError(f"line counts differ: {shorter} has {count} lines but {longer} has {total}")
-        count += 1
         yield src, tgt
 
 
@@ -127,8 +128,15 @@ def drop_reason(src: str, tgt: str, options: CleanOptions) -> str | None:
     return None
 
 
-def clean_parallel(pairs: Iterable[tuple[str, str]], src_out: Path, tgt_out: Path, options: CleanOptions,
-                   *, train: bool, max_pairs: int | None = None) -> dict:
+def clean_parallel(
+    pairs: Iterable[tuple[str, str]],
+    src_out: Path,
+    tgt_out: Path,
+    options: CleanOptions,
+    *,
+    train: bool,
+    max_pairs: int | None = None,
+) -> dict:
     """Normalise and write `pairs` to two files (atomically); returns counts of lines read, kept and dropped.
 
     Train: both sides normalised, then filtered by drop_reason; stops after `max_pairs` kept pairs.
@@ -137,15 +145,22 @@ def clean_parallel(pairs: Iterable[tuple[str, str]], src_out: Path, tgt_out: Pat
     """
     if max_pairs is not None and not train:
         raise ValueError("max_pairs applies to the training split only")
-    stats = {"read": 0, "kept": 0, "dropped": dict.fromkeys(DROP_REASONS, 0),
-             "changed": dict.fromkeys(CHANGE_REASONS, 0)}  # lines (either side) cleaning changed, by reason
+    stats: dict[str, Any] = {
+        "read": 0,
+        "kept": 0,
+        "dropped": dict.fromkeys(DROP_REASONS, 0),
+        "changed": dict.fromkeys(CHANGE_REASONS, 0),
+    }  # lines (either side) cleaning changed, by reason
     if not train:
         stats["empty_kept"] = 0
     stopped = False
     lines = Progress(f"clean {Path(src_out).stem}", None, "pairs read")
-    with atomic_path(src_out) as src_tmp, atomic_path(tgt_out) as tgt_tmp, \
-            open(src_tmp, "w", encoding="utf-8", newline="\n") as fs, \
-            open(tgt_tmp, "w", encoding="utf-8", newline="\n") as ft:
+    with (
+        atomic_path(src_out) as src_tmp,
+        atomic_path(tgt_out) as tgt_tmp,
+        open(src_tmp, "w", encoding="utf-8", newline="\n") as fs,
+        open(tgt_tmp, "w", encoding="utf-8", newline="\n") as ft,
+    ):
         for src, tgt in pairs:
             if max_pairs is not None and stats["kept"] >= max_pairs:
                 stopped = True

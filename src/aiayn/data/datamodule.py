@@ -1,4 +1,5 @@
 """LightningDataModule over encoded splits: token-count batches (section 5.1), resumable mid-epoch."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -19,8 +20,17 @@ class TranslationDataModule(L.LightningDataModule):
     The sampler shards batches across DDP ranks itself: run the Trainer with `use_distributed_sampler=False`.
     """
 
-    def __init__(self, bpe_dir, max_tokens: int, seed: int = 0, num_workers: int = 0, train_split: str = "train",
-                 val_split: str = "valid", val_max_tokens: int | None = None, length_bucket: int = 0):
+    def __init__(
+        self,
+        bpe_dir,
+        max_tokens: int,
+        seed: int = 0,
+        num_workers: int = 0,
+        train_split: str = "train",
+        val_split: str = "valid",
+        val_max_tokens: int | None = None,
+        length_bucket: int = 0,
+    ):
         super().__init__()
         self.length_bucket = length_bucket  # lengths rounded up to a multiple of it, in batching and padding
         self.bpe_dir, self.max_tokens, self.seed, self.num_workers = Path(bpe_dir), max_tokens, seed, num_workers
@@ -51,15 +61,28 @@ class TranslationDataModule(L.LightningDataModule):
 
     def _loader(self, name: str, sampler: TokenBatchSampler) -> DataLoader:
         tok, split = self.tokenizer, self.splits[name]
-        return DataLoader(range(len(split)), batch_sampler=sampler, num_workers=self.num_workers,
-                          collate_fn=Collater(split, tok.pad_id, tok.bos_id, tok.eos_id, self.length_bucket),
-                          persistent_workers=self.num_workers > 0)
+        assert tok is not None, "setup() loads the tokenizer before any loader is made"
+        return DataLoader(
+            range(len(split)),  # type: ignore[arg-type]  # a range is a map-style dataset of the indices
+            batch_sampler=sampler,
+            num_workers=self.num_workers,
+            collate_fn=Collater(split, tok.pad_id, tok.bos_id, tok.eos_id, self.length_bucket),
+            persistent_workers=self.num_workers > 0,
+        )
 
     def _make_sampler(self, name: str, max_tokens: int, shuffle: bool) -> TokenBatchSampler:
         split, (world, rank) = self.splits[name], self._replicas()
         # +1 on targets: the model sees BOS + y and predicts y + EOS.
-        return TokenBatchSampler(split.src_lens, split.tgt_lens + 1, max_tokens, shuffle=shuffle, seed=self.seed,
-                                 num_replicas=world, rank=rank, bucket=self.length_bucket)
+        return TokenBatchSampler(
+            split.src_lens,
+            split.tgt_lens + 1,
+            max_tokens,
+            shuffle=shuffle,
+            seed=self.seed,
+            num_replicas=world,
+            rank=rank,
+            bucket=self.length_bucket,
+        )
 
     def train_dataloader(self) -> DataLoader:
         self.setup("fit")

@@ -6,6 +6,7 @@ the `.part` file with an HTTP Range request. The retry budget counts consecutive
 so a transfer that keeps advancing is never abandoned; waits grow exponentially, capped, with jitter. A verified
 archive is remembered (size, mtime, digest in `<cache>/.verified/`) and not hashed again.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -63,8 +64,7 @@ class _Transient(ConnectionError):
 
 # A cut TLS stream (ssl.SSLError, SSLEOFError), a reset or refused connection, a stall (the socket timeout), a short
 # or malformed response: each ends one attempt, which the next resumes.
-_RETRYABLE = (_Transient, ConnectionError, TimeoutError, ssl.SSLError, urllib.error.URLError,
-              http.client.HTTPException)
+_RETRYABLE = (_Transient, ConnectionError, TimeoutError, ssl.SSLError, urllib.error.URLError, http.client.HTTPException)
 
 
 _DEFAULTS = DownloadConfig()
@@ -87,8 +87,9 @@ class RetryPolicy:
 
     def __post_init__(self) -> None:
         if self.retries < 0 or not self.stall_s > 0 or self.backoff_s < 0 or self.backoff_max_s < self.backoff_s:
-            raise ValueError(f"bad download retry policy {self}: retries >= 0, stall_s > 0, "
-                             f"0 <= backoff_s <= backoff_max_s")
+            raise ValueError(
+                f"bad download retry policy {self}: retries >= 0, stall_s > 0, 0 <= backoff_s <= backoff_max_s"
+            )
 
     def wait(self, failures: int) -> float:
         """Seconds before the next attempt after `failures` failed attempts in a row (0: one that progressed)."""
@@ -97,8 +98,14 @@ class RetryPolicy:
 
 def _bar(total: int | None, desc: str, progress: bool, initial: int = 0) -> tqdm:
     """A byte progress bar, shown only when asked for and stderr is a terminal."""
-    return tqdm(total=total, initial=initial, desc=desc, unit="B", unit_scale=True,
-                disable=not (progress and sys.stderr.isatty()))
+    return tqdm(
+        total=total,
+        initial=initial,
+        desc=desc,
+        unit="B",
+        unit_scale=True,
+        disable=not (progress and sys.stderr.isatty()),
+    )
 
 
 def file_digest(path: Path, algorithm: str = "sha256", chunk_size: int = CHUNK_SIZE) -> str:
@@ -110,8 +117,15 @@ def file_digest(path: Path, algorithm: str = "sha256", chunk_size: int = CHUNK_S
     return digest.hexdigest()
 
 
-def verify_file(path: Path, expected_sha256: str | None = None, expected_md5: str | None = None,
-                *, source: str = "", move_aside: bool = True, stamps: Path | None = None) -> str:
+def verify_file(
+    path: Path,
+    expected_sha256: str | None = None,
+    expected_md5: str | None = None,
+    *,
+    source: str = "",
+    move_aside: bool = True,
+    stamps: Path | None = None,
+) -> str:
     """Check `path` against its recorded sum; warn with the computed sha256 when none is recorded.
 
     On a mismatch the bad file is renamed aside (unless `move_aside` is False) and ChecksumError names both sums.
@@ -121,12 +135,16 @@ def verify_file(path: Path, expected_sha256: str | None = None, expected_md5: st
     path = Path(path)
     algorithm, expected = ("sha256", expected_sha256) if expected_sha256 else ("md5", expected_md5)
     stamp = _stamp_file(stamps, path) if stamps is not None and expected else None
-    if stamp is not None and _stamp_matches(stamp, path, algorithm, expected):
+    if stamp is not None and expected and _stamp_matches(stamp, path, algorithm, expected):
         return expected.lower()
     actual = file_digest(path, algorithm if expected else "sha256")
     if not expected:
-        warnings.warn(f"{path.name} is UNVERIFIED (no published checksum recorded); its sha256 is {actual} "
-                      f"- record it to pin this file", UnverifiedWarning, stacklevel=2)
+        warnings.warn(
+            f"{path.name} is UNVERIFIED (no published checksum recorded); its sha256 is {actual} "
+            f"- record it to pin this file",
+            UnverifiedWarning,
+            stacklevel=2,
+        )
         return actual
     if actual.lower() == expected.lower():
         if stamps is not None:
@@ -138,8 +156,9 @@ def verify_file(path: Path, expected_sha256: str | None = None, expected_md5: st
         bad = path.with_name(f"{path.name.removesuffix('.part')}.bad-{actual[:12]}")
         os.replace(path, bad)
         kept = f"; the bad file is kept at {bad}"
-    raise ChecksumError(f"checksum mismatch for {path.name}{where}: expected {algorithm} {expected}, "
-                        f"got {actual}{kept}")
+    raise ChecksumError(
+        f"checksum mismatch for {path.name}{where}: expected {algorithm} {expected}, got {actual}{kept}"
+    )
 
 
 def _stamp_file(stamps: Path, path: Path) -> Path:
@@ -151,9 +170,16 @@ def _stamp_file(stamps: Path, path: Path) -> Path:
 def _remember(stamps: Path, path: Path, algorithm: str, digest: str) -> None:
     """Record that `path`, at its current size and mtime, has this digest."""
     info = path.stat()
-    atomic_write_json(_stamp_file(stamps, path), {"path": str(path.resolve()), "size": info.st_size,
-                                                  "mtime_ns": info.st_mtime_ns, "algorithm": algorithm,
-                                                  "digest": digest})
+    atomic_write_json(
+        _stamp_file(stamps, path),
+        {
+            "path": str(path.resolve()),
+            "size": info.st_size,
+            "mtime_ns": info.st_mtime_ns,
+            "algorithm": algorithm,
+            "digest": digest,
+        },
+    )
 
 
 def _stamp_matches(stamp: Path, path: Path, algorithm: str, expected: str) -> bool:
@@ -162,12 +188,25 @@ def _stamp_matches(stamp: Path, path: Path, algorithm: str, expected: str) -> bo
     except (OSError, ValueError):
         return False
     return (data.get("size"), data.get("mtime_ns"), data.get("algorithm"), str(data.get("digest")).lower()) == (
-        info.st_size, info.st_mtime_ns, algorithm, expected.lower())
+        info.st_size,
+        info.st_mtime_ns,
+        algorithm,
+        expected.lower(),
+    )
 
 
-def download(url: str, dest: Path, expected_sha256: str | None = None, progress: bool = True,
-             policy: RetryPolicy = RetryPolicy(), chunk_size: int = CHUNK_SIZE, *, expected_md5: str | None = None,
-             stamps: Path | None = None, sleep: Callable[[float], None] = time.sleep) -> Path:
+def download(
+    url: str,
+    dest: Path,
+    expected_sha256: str | None = None,
+    progress: bool = True,
+    policy: RetryPolicy = RetryPolicy(),
+    chunk_size: int = CHUNK_SIZE,
+    *,
+    expected_md5: str | None = None,
+    stamps: Path | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Path:
     """Download `url` to `dest` via `dest.part`, resuming and retrying (RetryPolicy), then verify; a verified
     `dest` is reused. A full disk ends it with DiskFullError; the .part stays and resumes on the next call."""
     dest = Path(dest)
@@ -186,11 +225,19 @@ def download(url: str, dest: Path, expected_sha256: str | None = None, progress:
             after = part.stat().st_size if part.exists() else 0
             failures = 0 if after > before else failures + 1
             if failures > policy.retries:
-                raise DownloadError(f"{url}: gave up after {failures} attempts in a row that added nothing "
-                                    f"({exc}); {part} keeps its {after:,} bytes and resumes on the next run") from exc
+                raise DownloadError(
+                    f"{url}: gave up after {failures} attempts in a row that added nothing "
+                    f"({exc}); {part} keeps its {after:,} bytes and resumes on the next run"
+                ) from exc
             wait = policy.wait(failures)
-            log.warning("%s: attempt ended at byte %s (%s: %s); resuming in %.0f s", url, f"{after:,}",
-                        type(exc).__name__, exc, wait)
+            log.warning(
+                "%s: attempt ended at byte %s (%s: %s); resuming in %.0f s",
+                url,
+                f"{after:,}",
+                type(exc).__name__,
+                exc,
+                wait,
+            )
             sleep(wait)
     digest = verify_file(part, expected_sha256, expected_md5, source=url)
     os.replace(part, dest)
@@ -255,10 +302,19 @@ def locate(filename: str, url: str, mirror: str | os.PathLike | None) -> str | P
     return folder / filename
 
 
-def fetch(filename: str, url: str, cache_dir: Path, mirror: str | os.PathLike | None = None,
-          expected_sha256: str | None = None, expected_md5: str | None = None, *, progress: bool = True,
-          policy: RetryPolicy = RetryPolicy(), legacy_filename: str | None = None,
-          sleep: Callable[[float], None] = time.sleep) -> Path:
+def fetch(
+    filename: str,
+    url: str,
+    cache_dir: Path,
+    mirror: str | os.PathLike | None = None,
+    expected_sha256: str | None = None,
+    expected_md5: str | None = None,
+    *,
+    progress: bool = True,
+    policy: RetryPolicy = RetryPolicy(),
+    legacy_filename: str | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Path:
     """A verified local copy of `filename`: read in place from a mirror folder, else downloaded into `cache_dir`.
 
     `legacy_filename`, the name a cache or mirror folder used before names were unique per source, is accepted
@@ -272,8 +328,7 @@ def fetch(filename: str, url: str, cache_dir: Path, mirror: str | os.PathLike | 
             source = old  # an older mirror folder: the name without its source folder
         if not source.is_file():
             raise DownloadError(f"mirror folder {source.parent} has no {filename}")
-        verify_file(source, expected_sha256, expected_md5, source=str(source.parent), move_aside=False,
-                    stamps=stamps)
+        verify_file(source, expected_sha256, expected_md5, source=str(source.parent), move_aside=False, stamps=stamps)
         return source
     dest = Path(cache_dir) / filename
     old = Path(cache_dir) / legacy_filename if legacy_filename and legacy_filename != filename else None
@@ -281,8 +336,9 @@ def fetch(filename: str, url: str, cache_dir: Path, mirror: str | os.PathLike | 
         verify_file(old, expected_sha256, expected_md5, source=str(old), move_aside=False)
         os.replace(old, dest)
         log.info("%s: the cached %s verified; renamed to its source-unique name", dest, old.name)
-    return download(source, dest, expected_sha256, progress, policy, expected_md5=expected_md5, stamps=stamps,
-                    sleep=sleep)
+    return download(
+        source, dest, expected_sha256, progress, policy, expected_md5=expected_md5, stamps=stamps, sleep=sleep
+    )
 
 
 def member_name(name: str) -> str:
@@ -303,8 +359,13 @@ def _safe_target(dest_dir: Path, name: str, archive: Path) -> Path:
     return target
 
 
-def extract(archive: Path, dest_dir: Path, members: Iterable[str] | None = None, progress: bool = True,
-            chunk_size: int = CHUNK_SIZE) -> dict[str, Path]:
+def extract(
+    archive: Path,
+    dest_dir: Path,
+    members: Iterable[str] | None = None,
+    progress: bool = True,
+    chunk_size: int = CHUNK_SIZE,
+) -> dict[str, Path]:
     """Stream `members` (None: all regular files) of a .tar/.tgz/.tar.gz, or a single-file .gz, into `dest_dir`.
 
     Members already extracted are kept. Returns member name -> extracted path.
@@ -320,8 +381,11 @@ def extract(archive: Path, dest_dir: Path, members: Iterable[str] | None = None,
     if wanted is not None and set(done) == wanted:
         return done
     try:
-        with _bar(archive.stat().st_size, archive.name, progress) as bar, open(archive, "rb") as raw, \
-                tarfile.open(fileobj=_Counting(raw, bar), mode="r|*") as tar:
+        with (
+            _bar(archive.stat().st_size, archive.name, progress) as bar,
+            open(archive, "rb") as raw,
+            tarfile.open(fileobj=_Counting(raw, bar), mode="r|*") as tar,  # type: ignore[call-overload]
+        ):
             for info in tar:
                 name = member_name(info.name)
                 if (wanted is not None and name not in wanted) or name in done or info.isdir() or not name:
@@ -361,8 +425,12 @@ def _gunzip(archive: Path, target: Path, progress: bool, chunk_size: int) -> Pat
     if target.is_file():
         return target
     try:
-        with gzip.open(archive, "rb") as src, atomic_path(target) as tmp, open(tmp, "wb") as out, \
-                _bar(None, archive.name, progress) as bar:
+        with (
+            gzip.open(archive, "rb") as src,
+            atomic_path(target) as tmp,
+            open(tmp, "wb") as out,
+            _bar(None, archive.name, progress) as bar,
+        ):
             while chunk := src.read(chunk_size):
                 out.write(chunk)
                 bar.update(len(chunk))

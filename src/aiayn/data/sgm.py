@@ -5,6 +5,7 @@ collapsed: exactly what sacreBLEU's reader (FakeSGMLDataset) gives, so our refer
 `sacrebleu -t wmt14/full` score uses, and the source side is read by the same rule. WMT's test sets have used no
 entities since 2009, so on them the policy changes nothing. Departure: see docs/departures.md#sgm-entities
 """
+
 from __future__ import annotations
 
 import re
@@ -35,11 +36,13 @@ class Segment:
 
 def unescape(text: str) -> str:
     """Replace &amp; &lt; &gt; &quot; &apos; and numeric character references by their characters."""
+
     def replace(match: re.Match) -> str:
         name = match.group(1)
         if name.startswith("#"):
             return chr(int(name[2:], 16) if name[1] in "xX" else int(name[1:]))
         return _NAMED[name]
+
     return _ENTITY.sub(replace, text)
 
 
@@ -81,6 +84,8 @@ def read_sgm_pair(src_path: Path, ref_path: Path) -> tuple[list[str], list[str]]
         raise SgmError(f"segment counts differ: {src_path} has {len(src)}, {ref_path} has {len(ref)}")
     for i, (s, r) in enumerate(zip(src, ref), 1):
         if (s.doc_id, s.seg_id) != (r.doc_id, r.seg_id):
-            raise SgmError(f"segment {i} does not align: {src_path} has doc {s.doc_id!r} seg {s.seg_id!r}, "
-                           f"{ref_path} has doc {r.doc_id!r} seg {r.seg_id!r}")
+            raise SgmError(
+                f"segment {i} does not align: {src_path} has doc {s.doc_id!r} seg {s.seg_id!r}, "
+                f"{ref_path} has doc {r.doc_id!r} seg {r.seg_id!r}"
+            )
     return [s.text for s in src], [r.text for r in ref]

@@ -1,4 +1,5 @@
 """The fetch and bpe stages: raw parallel text in, a joint subword model and encoded splits out."""
+
 from __future__ import annotations
 
 import logging
@@ -6,8 +7,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
+from aiayn.config.resolve import plain
 from aiayn.io import atomic_write_json
 
 log = logging.getLogger(__name__)
@@ -22,33 +24,67 @@ def fetch(cfg: DictConfig) -> dict[str, Any]:
     if d.name == "synthetic":
         from aiayn.data.synthetic import write_corpus
 
-        written = write_corpus(out, {"train": d.train_size, "valid": d.valid_size, "test": d.test_size},
-                               seed=d.seed, lexicon_scale=d.lexicon_scale, max_words=d.max_words)
-        stats = {"source": "synthetic", "seed": d.seed, "lexicon_scale": d.lexicon_scale,
-                 "max_words": d.max_words, "src_lang": d.src_lang,
-                 "tgt_lang": d.tgt_lang, "valid_set": f"synthetic valid (seed {d.seed})",
-                 "test_set": f"synthetic test (seed {d.seed})"}
-        stats.update({split: {"read": w["pairs"], "kept": w["pairs"], "src_words": w["src_words"],
-                              "tgt_words": w["tgt_words"]} for split, w in written.items()})
+        written = write_corpus(
+            out,
+            {"train": d.train_size, "valid": d.valid_size, "test": d.test_size},
+            seed=d.seed,
+            lexicon_scale=d.lexicon_scale,
+            max_words=d.max_words,
+        )
+        stats = {
+            "source": "synthetic",
+            "seed": d.seed,
+            "lexicon_scale": d.lexicon_scale,
+            "max_words": d.max_words,
+            "src_lang": d.src_lang,
+            "tgt_lang": d.tgt_lang,
+            "valid_set": f"synthetic valid (seed {d.seed})",
+            "test_set": f"synthetic test (seed {d.seed})",
+        }
+        stats.update(
+            {
+                split: {
+                    "read": w["pairs"],
+                    "kept": w["pairs"],
+                    "src_words": w["src_words"],
+                    "tgt_words": w["tgt_words"],
+                }
+                for split, w in written.items()
+            }
+        )
         atomic_write_json(out / "stats.json", stats)
         return stats
     from aiayn.data.clean import CleanOptions
     from aiayn.data.sources import prepare_local, prepare_wmt14
 
-    clean = CleanOptions(**OmegaConf.to_container(d.clean))
+    clean = CleanOptions(**plain(d.clean))
     if d.name == "local":
         return prepare_local(
-            d.path, out, d.src_lang, d.tgt_lang, train_prefix=d.train_prefix, valid_prefix=d.valid_prefix,
-            test_prefix=d.test_prefix, clean=clean, max_train_pairs=d.max_train_pairs,
-            holdout_size=d.holdout_size, holdout_seed=d.seed,
+            d.path,
+            out,
+            d.src_lang,
+            d.tgt_lang,
+            train_prefix=d.train_prefix,
+            valid_prefix=d.valid_prefix,
+            test_prefix=d.test_prefix,
+            clean=clean,
+            max_train_pairs=d.max_train_pairs,
+            holdout_size=d.holdout_size,
+            holdout_seed=d.seed,
         )
     if d.name.startswith("wmt14_"):
         from aiayn.data.download import RetryPolicy
 
         return prepare_wmt14(
-            d.name, out, Path(d.cache_dir).expanduser(), mirror=d.mirror, clean=clean,
-            max_train_pairs=d.max_train_pairs, src_lang=d.src_lang, tgt_lang=d.tgt_lang,
-            policy=RetryPolicy(**OmegaConf.to_container(d.download)),
+            d.name,
+            out,
+            Path(d.cache_dir).expanduser(),
+            mirror=d.mirror,
+            clean=clean,
+            max_train_pairs=d.max_train_pairs,
+            src_lang=d.src_lang,
+            tgt_lang=d.tgt_lang,
+            policy=RetryPolicy(**plain(d.download)),
         )
     raise ValueError(f"data.name={d.name!r} is not one of synthetic, local, wmt14_en_de, wmt14_en_fr")
 
@@ -67,8 +103,13 @@ def bpe(cfg: DictConfig) -> dict[str, Any]:
         shutil.rmtree(out)  # a stage output: rebuilt whole, never mixed with an older tokenizer's files
     out.mkdir(parents=True)
     model = train_tokenizer(
-        [raw / "train.src", raw / "train.tgt"], out / "spm", vocab_size=d.vocab_size, model_type=d.model_type,
-        sample_size=d.bpe_sample, character_coverage=d.character_coverage, seed=d.seed,
+        [raw / "train.src", raw / "train.tgt"],
+        out / "spm",
+        vocab_size=d.vocab_size,
+        model_type=d.model_type,
+        sample_size=d.bpe_sample,
+        character_coverage=d.character_coverage,
+        seed=d.seed,
     )
     tokenizer = Tokenizer(model)
     stats: dict[str, Any] = {"vocab_size": tokenizer.vocab_size, "model_type": d.model_type, "splits": {}}

@@ -9,18 +9,19 @@ form ("the"/"a"); German articles and adjective endings agree with the noun in g
 form compounds by concatenation ("Haus"+"Tür" -> "Haustür", English "house door"); verbs inflect for person, number
 and tense. Content words come from `synthetic_lexicon`; sentences are 4 to 40 words long.
 """
+
 from __future__ import annotations
 
 import bisect
 import itertools
 import random
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
-
-from aiayn.io import atomic_path
-from typing import Iterator
+from typing import Any
 
 from aiayn.data import synthetic_lexicon as lx
+from aiayn.io import atomic_path
 
 # Departure: see docs/departures.md#synthetic-corpus (a generated stand-in for WMT14 at small scales)
 MIN_WORDS, MAX_WORDS = 4, 40
@@ -75,8 +76,17 @@ class _Grammar:
             head_en = f"{mod.en} {head_en}"
         de = [art_de] + [a[1] + ending for a in adjs] + [head_de]
         en = [art_en] + [a[0] for a in adjs] + head_en.split()
-        meta["nps"].append(dict(de=list(de), en=list(en), noun=noun.de, mod=mod.de if mod else None, case=case,
-                                plural=plural, definite=definite))
+        meta["nps"].append(
+            dict(
+                de=list(de),
+                en=list(en),
+                noun=noun.de,
+                mod=mod.de if mod else None,
+                case=case,
+                plural=plural,
+                definite=definite,
+            )
+        )
         person = "3pl" if plural else "3sg"
         if rel_depth > 0 and r.random() < 0.2:  # subject relative clause, verb-final in German
             rel_en, rel_de = self.clause(meta, "rel", rel_depth - 1, subject=(["that"], [lx.REL_PRONOUN[gkey]], person))
@@ -130,7 +140,8 @@ class _Grammar:
         s_en, s_de, person = subject if subject else self.subject(meta, depth)
         tense = r.choice(("present", "present", "past", "perfect", "future"))
         verb = self.sverb() if kind == "say" else (self.tverb() if r.random() < 0.75 else self.iverb())
-        obj_en, obj_de = [], []
+        obj_en: list[str] = []
+        obj_de: list[str] = []
         if verb.transitive and kind != "say":
             obj_en, obj_de, _ = self.np("acc", meta)
         for _ in range(r.choice((0, 0, 1, 1, 2)) if kind != "say" else 0):
@@ -147,9 +158,19 @@ class _Grammar:
             de = f_de + finite + s_de + obj_de + rest
         else:
             de = s_de + finite + obj_de + rest
-        meta["clauses"].append(dict(kind=kind, de=_words(de), en=_words(en), finite=finite[0],
-                                    front_de=len(_words(f_de)), front_en=len(_words(f_en)),
-                                    subj_de=_words(s_de), subj_en=_words(s_en), verb_en=verb.en))
+        meta["clauses"].append(
+            dict(
+                kind=kind,
+                de=_words(de),
+                en=_words(en),
+                finite=finite[0],
+                front_de=len(_words(f_de)),
+                front_en=len(_words(f_en)),
+                subj_de=_words(s_de),
+                subj_en=_words(s_en),
+                verb_en=verb.en,
+            )
+        )
         return en, de
 
     def sentence(self, meta: dict) -> tuple[list[str], list[str]]:
@@ -200,8 +221,7 @@ def _join(tokens: list[str]) -> str:
     return " ".join(out)
 
 
-def iter_pairs(seed: int, with_meta: bool = False, lexicon_scale: float = 1.0,
-               max_words: int = MAX_WORDS) -> Iterator:
+def iter_pairs(seed: int, with_meta: bool = False, lexicon_scale: float = 1.0, max_words: int = MAX_WORDS) -> Iterator:
     """Endless stream of (English, German) pairs (with a metadata dict when `with_meta`), 4 to `max_words` words.
 
     `lexicon_scale` shrinks (or grows) the open-class lexicon; 1.0 is about 3000 lemmas.
@@ -211,15 +231,16 @@ def iter_pairs(seed: int, with_meta: bool = False, lexicon_scale: float = 1.0,
     rng = random.Random(seed)
     grammar = _Grammar(lx.scaled_lexicon(lexicon_scale), rng)
     while True:
-        meta = dict(nps=[], clauses=[], compounds=[])
+        meta: dict[str, list[Any]] = dict(nps=[], clauses=[], compounds=[])
         en, de = grammar.sentence(meta)
         en_s, de_s = _join(en), _join(de)
         if MIN_WORDS <= len(en_s.split()) <= max_words and MIN_WORDS <= len(de_s.split()) <= max_words:
             yield (en_s, de_s, meta) if with_meta else (en_s, de_s)
 
 
-def generate(n_pairs: int, seed: int, with_meta: bool = False, lexicon_scale: float = 1.0,
-             max_words: int = MAX_WORDS) -> list:
+def generate(
+    n_pairs: int, seed: int, with_meta: bool = False, lexicon_scale: float = 1.0, max_words: int = MAX_WORDS
+) -> list:
     """`n_pairs` deterministic pairs for `seed`: (src, tgt) tuples, or (src, tgt, meta) with `with_meta`."""
     return list(itertools.islice(iter_pairs(seed, with_meta, lexicon_scale, max_words), n_pairs))
 
@@ -234,8 +255,15 @@ def _write_lines(path: Path, lines: list[str]) -> None:
         f.writelines(line + "\n" for line in lines)
 
 
-def write_corpus(out_dir, sizes: dict[str, int], seed: int, src_ext: str = "src", tgt_ext: str = "tgt",
-                 lexicon_scale: float = 1.0, max_words: int = MAX_WORDS) -> dict:
+def write_corpus(
+    out_dir,
+    sizes: dict[str, int],
+    seed: int,
+    src_ext: str = "src",
+    tgt_ext: str = "tgt",
+    lexicon_scale: float = 1.0,
+    max_words: int = MAX_WORDS,
+) -> dict:
     """Write `{split}.{src_ext,tgt_ext}` for each split; later splits never repeat an earlier split's source."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -253,6 +281,9 @@ def write_corpus(out_dir, sizes: dict[str, int], seed: int, src_ext: str = "src"
         seen.update(p[0] for p in pairs)
         _write_lines(out_dir / f"{split}.{src_ext}", [p[0] for p in pairs])
         _write_lines(out_dir / f"{split}.{tgt_ext}", [p[1] for p in pairs])
-        stats[split] = dict(pairs=len(pairs), src_words=sum(len(p[0].split()) for p in pairs),
-                            tgt_words=sum(len(p[1].split()) for p in pairs))
+        stats[split] = dict(
+            pairs=len(pairs),
+            src_words=sum(len(p[0].split()) for p in pairs),
+            tgt_words=sum(len(p[1].split()) for p in pairs),
+        )
     return stats

@@ -1,4 +1,5 @@
 """Joint source+target subword vocabulary with sentencepiece (section 5.1: "shared source-target vocabulary")."""
+
 from __future__ import annotations
 
 import hashlib
@@ -14,9 +15,16 @@ from sentencepiece import sentencepiece_model_pb2
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
 
 
-def train_tokenizer(text_files: list[Path], model_prefix: Path, vocab_size: int, model_type: str = "bpe",
-                    sample_size: int | None = None, num_threads: int = 2, character_coverage: float = 1.0,
-                    seed: int = 0) -> Path:
+def train_tokenizer(
+    text_files: list[Path],
+    model_prefix: Path,
+    vocab_size: int,
+    model_type: str = "bpe",
+    sample_size: int | None = None,
+    num_threads: int = 2,
+    character_coverage: float = 1.0,
+    seed: int = 0,
+) -> Path:
     """Train one subword model on all `text_files` (both languages); returns `{model_prefix}.model`.
 
     Deterministic for the same inputs and seed; `sample_size` caps the sentences used (sampled, seeded).
@@ -33,12 +41,20 @@ def train_tokenizer(text_files: list[Path], model_prefix: Path, vocab_size: int,
     try:
         inputs = _sample_lines(files, sample_size, seed, tmp_dir / "sample.txt") if sample_size else files
         spm.SentencePieceTrainer.train(
-            input=[str(f) for f in inputs], model_prefix=str(tmp_dir / "spm"), vocab_size=vocab_size,
-            model_type=model_type, character_coverage=character_coverage, num_threads=num_threads,
-            pad_id=PAD_ID, unk_id=UNK_ID, bos_id=BOS_ID, eos_id=EOS_ID, minloglevel=2,
+            input=[str(f) for f in inputs],
+            model_prefix=str(tmp_dir / "spm"),
+            vocab_size=vocab_size,
+            model_type=model_type,
+            character_coverage=character_coverage,
+            num_threads=num_threads,
+            pad_id=PAD_ID,
+            unk_id=UNK_ID,
+            bos_id=BOS_ID,
+            eos_id=EOS_ID,
+            minloglevel=2,
         )
         # The model records its training paths; temp or output names would make equal models differ byte-wise.
-        proto = sentencepiece_model_pb2.ModelProto()
+        proto = sentencepiece_model_pb2.ModelProto()  # type: ignore[attr-defined]  # generated protobuf
         proto.ParseFromString((tmp_dir / "spm.model").read_bytes())
         proto.trainer_spec.ClearField("model_prefix")
         del proto.trainer_spec.input[:]
@@ -48,8 +64,10 @@ def train_tokenizer(text_files: list[Path], model_prefix: Path, vocab_size: int,
             os.replace(tmp_dir / f"spm.{ext}", f"{model_prefix}.{ext}")
     except RuntimeError as e:
         if "Vocabulary size" in str(e):
-            raise ValueError(f"vocab_size={vocab_size} is too large for the corpus {[str(f) for f in files]}: "
-                             f"lower it (sentencepiece: {e})") from e
+            raise ValueError(
+                f"vocab_size={vocab_size} is too large for the corpus {[str(f) for f in files]}: "
+                f"lower it (sentencepiece: {e})"
+            ) from e
         raise
     finally:
         shutil.rmtree(tmp_dir, ignore_errors=True)
@@ -128,6 +146,6 @@ class Tokenizer:
         for seq in ids:
             seq = [int(i) for i in seq]
             if EOS_ID in seq:
-                seq = seq[:seq.index(EOS_ID)]
+                seq = seq[: seq.index(EOS_ID)]
             clean.append([i for i in seq if i not in (PAD_ID, BOS_ID)])
         return self._sp.decode(clean)

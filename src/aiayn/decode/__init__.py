@@ -1,4 +1,5 @@
 """Greedy and beam search over the model's `encode`/`decode`, and text-to-text translation (section 6.1)."""
+
 from aiayn.decode.beam import Hypothesis, beam_search, length_penalty
 from aiayn.decode.greedy import greedy_search
 from aiayn.decode.translate import batch_by_length, translate

@@ -11,15 +11,20 @@ Everything stays on the device: the pools are tensors, and the host reads the se
 stopped leave the batch, every `compact_every` steps (1: every step, which decodes only what is needed; on a GPU
 a larger value trades a few wasted rows for no host round-trip on the other steps), and once at the end.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import Tensor
 
 from aiayn.decode.step import Stepper, force_eos, max_output_lengths
+
+if TYPE_CHECKING:
+    from aiayn.model import Transformer
 
 
 @dataclass(frozen=True)
@@ -53,17 +58,20 @@ class _Pools:
 
     @classmethod
     def empty(cls, n_sent: int, beam_size: int, width: int, device: torch.device) -> _Pools:
-        return cls(torch.full((n_sent, beam_size), -torch.inf, dtype=torch.float64, device=device),
-                   torch.full((n_sent, beam_size), -torch.inf, device=device),
-                   torch.zeros(n_sent, beam_size, width, dtype=torch.long, device=device),
-                   torch.zeros(n_sent, beam_size, dtype=torch.long, device=device))
+        return cls(
+            torch.full((n_sent, beam_size), -torch.inf, dtype=torch.float64, device=device),
+            torch.full((n_sent, beam_size), -torch.inf, device=device),
+            torch.zeros(n_sent, beam_size, width, dtype=torch.long, device=device),
+            torch.zeros(n_sent, beam_size, dtype=torch.long, device=device),
+        )
 
     def to_hypotheses(self) -> list[list[Hypothesis]]:
         """The pools as Python lists, best first, empty slots left out (the search's one read at the end)."""
         score, logprob, tokens, length = (t.tolist() for t in (self.score, self.logprob, self.tokens, self.length))
-        return [[Hypothesis(tokens=toks[:n], score=s, logprob=lp)
-                 for s, lp, toks, n in zip(*sentence) if s != -torch.inf]
-                for sentence in zip(score, logprob, tokens, length)]
+        return [
+            [Hypothesis(tokens=toks[:n], score=s, logprob=lp) for s, lp, toks, n in zip(*sentence) if s != -torch.inf]
+            for sentence in zip(score, logprob, tokens, length)
+        ]
 
 
 def length_penalty(length: int | Tensor, alpha: float) -> float | Tensor:
@@ -74,8 +82,19 @@ def length_penalty(length: int | Tensor, alpha: float) -> float | Tensor:
     return ((5 + length) / 6) ** alpha
 
 
-def beam_search(model: nn.Module, src: Tensor, *, beam_size: int, alpha: float, max_len_b: int, bos_id: int,
-                eos_id: int, pad_id: int, incremental: bool = True, compact_every: int = 1) -> list[list[Hypothesis]]:
+def beam_search(
+    model: Transformer,
+    src: Tensor,
+    *,
+    beam_size: int,
+    alpha: float,
+    max_len_b: int,
+    bos_id: int,
+    eos_id: int,
+    pad_id: int,
+    incremental: bool = True,
+    compact_every: int = 1,
+) -> list[list[Hypothesis]]:
     """Up to `beam_size` hypotheses per source sentence, best first, in input order (section 6.1).
 
     `src` (B, S) ends each sentence with EOS and is right-padded with `pad_id`; output is limited to input
@@ -131,8 +150,17 @@ def _top_candidates(logprob: Tensor, lprobs: Tensor, beam_size: int) -> tuple[Te
     return cand_lp, flat // vocab, flat % vocab
 
 
-def _collect_finished(pools: _Pools, live: _Live, cand_lp: Tensor, cand_beam: Tensor, cand_tok: Tensor, *,
-                      step: int, alpha: float, eos_id: int) -> None:
+def _collect_finished(
+    pools: _Pools,
+    live: _Live,
+    cand_lp: Tensor,
+    cand_beam: Tensor,
+    cand_tok: Tensor,
+    *,
+    step: int,
+    alpha: float,
+    eos_id: int,
+) -> None:
     """Merges the candidates ending in EOS into their sentence's pool, which keeps its best K by score.
 
     Equal scores keep the earlier hypothesis first: the pool's own, then the candidates in their order (a stable
@@ -158,8 +186,9 @@ def _collect_finished(pools: _Pools, live: _Live, cand_lp: Tensor, cand_beam: Te
     pools.tokens[ids] = merged_tokens.gather(1, order[:, :, None].expand(-1, -1, width))
 
 
-def _select_live(cand_lp: Tensor, cand_beam: Tensor, cand_tok: Tensor, beam_size: int,
-                 eos_id: int) -> tuple[Tensor, Tensor, Tensor]:
+def _select_live(
+    cand_lp: Tensor, cand_beam: Tensor, cand_tok: Tensor, beam_size: int, eos_id: int
+) -> tuple[Tensor, Tensor, Tensor]:
     """The K best candidates that do not end in EOS: (logprob, parent beam, token), each (n, K)."""
     open_lp = cand_lp.masked_fill(cand_tok == eos_id, -torch.inf)  # (n, 2K)
     next_lp, pos = open_lp.topk(beam_size, dim=1)  # (n, K)
@@ -179,8 +208,9 @@ def _sentences_done(pools: _Pools, live: _Live, next_lp: Tensor, *, step: int, a
     return (live.limits == step) | (bound <= pools.score[live.sent_ids, -1]) | (best == -torch.inf)
 
 
-def _advance(live: _Live, next_lp: Tensor, next_beam: Tensor, next_tok: Tensor,
-             keep: Tensor | None) -> tuple[_Live, Tensor]:
+def _advance(
+    live: _Live, next_lp: Tensor, next_beam: Tensor, next_tok: Tensor, keep: Tensor | None
+) -> tuple[_Live, Tensor]:
     """Extends the beams by their new tokens, keeping only the sentences `keep` (None: all); returns the row index."""
     n_sent, beam_size = next_lp.shape
     parents = torch.arange(n_sent, device=next_beam.device)[:, None] * beam_size + next_beam  # (n, K)

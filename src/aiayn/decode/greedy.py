@@ -3,16 +3,31 @@
 As in beam search (aiayn.decode.beam), the outputs stay on the device; sentences that stopped leave the batch
 every `compact_every` steps, the only steps on which the host waits for the device.
 """
+
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from aiayn.decode.step import Stepper, force_eos, max_output_lengths
 
+if TYPE_CHECKING:
+    from aiayn.model import Transformer
 
-def greedy_search(model: nn.Module, src: Tensor, *, max_len_b: int, bos_id: int, eos_id: int, pad_id: int,
-                  incremental: bool = True, compact_every: int = 1) -> list[list[int]]:
+
+def greedy_search(
+    model: Transformer,
+    src: Tensor,
+    *,
+    max_len_b: int,
+    bos_id: int,
+    eos_id: int,
+    pad_id: int,
+    incremental: bool = True,
+    compact_every: int = 1,
+) -> list[list[int]]:
     """Greedy output token ids of each source sentence (no BOS/EOS), in input order.
 
     `src` (B, S) ends each sentence with EOS and is right-padded with `pad_id`. A sentence stops at EOS or

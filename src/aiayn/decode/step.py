@@ -2,13 +2,19 @@
 
 Dimensions: B sentences, N = B * beams rows being decoded, S source length, t target prefix length, V vocabulary.
 """
+
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from aiayn.model.cache import KVCache
 from aiayn.model.masks import causal_mask, src_mask
+
+if TYPE_CHECKING:
+    from aiayn.model import Transformer
 
 
 def max_output_lengths(src: Tensor, pad_id: int, max_len_b: int) -> Tensor:
@@ -40,13 +46,15 @@ class Stepper:
     the encoder output and its keys/values once per sentence, shared by the sentence's `repeats` rows (its beams).
     """
 
-    def __init__(self, model: nn.Module, src: Tensor, *, pad_id: int, bos_id: int, repeats: int,
-                 incremental: bool) -> None:
+    def __init__(
+        self, model: Transformer, src: Tensor, *, pad_id: int, bos_id: int, repeats: int, incremental: bool
+    ) -> None:
         self.model = model
         self.pad_id = pad_id
         self.bos_id = bos_id
         mask = src_mask(src, pad_id)  # (B, 1, 1, S)
         memory = model.encode(src, mask)  # (B, S, d_model)
+        self.cache: KVCache | None
         if incremental:
             self.cache = KVCache(group=repeats)
             self.memory, self.src_mask = memory, mask

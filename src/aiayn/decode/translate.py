@@ -1,15 +1,20 @@
 """Text in, text out: tokenise, batch by length, search, detokenise, in the caller's sentence order."""
+
 from __future__ import annotations
 
 import contextlib
-from typing import Protocol, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from aiayn.decode.beam import beam_search
 from aiayn.decode.greedy import greedy_search
 from aiayn.progress import Progress
+
+if TYPE_CHECKING:
+    from aiayn.model import Transformer
 
 STRATEGIES = ("beam", "greedy")
 
@@ -76,10 +81,20 @@ def autocast(precision: str, device: torch.device | str) -> contextlib.AbstractC
     raise ValueError(f"precision {precision!r}: expected a Lightning precision such as 32-true or bf16-mixed")
 
 
-def translate(model: nn.Module, tokenizer: Tokenizer, sentences: list[str], *, strategy: str = "beam",
-              beam_size: int, alpha: float, max_len_b: int, batch_tokens: int = 4096,
-              device: torch.device | str | None = None, compact_every: int | None = None,
-              progress: Progress | None = None) -> list[str]:
+def translate(
+    model: Transformer,
+    tokenizer: Tokenizer,
+    sentences: list[str],
+    *,
+    strategy: str = "beam",
+    beam_size: int,
+    alpha: float,
+    max_len_b: int,
+    batch_tokens: int = 4096,
+    device: torch.device | str | None = None,
+    compact_every: int | None = None,
+    progress: Progress | None = None,
+) -> list[str]:
     """Detokenised translations of `sentences` (section 6.1 search), same order; the model is left as it was.
 
     Sources end with EOS as in training; `batch_tokens` bounds source tokens (with padding) per batch;
@@ -90,8 +105,12 @@ def translate(model: nn.Module, tokenizer: Tokenizer, sentences: list[str], *, s
     if device is None:
         device = next(model.parameters()).device
     ids = [tokens + [tokenizer.eos_id] for tokens in tokenizer.encode(sentences)]
-    special = dict(bos_id=tokenizer.bos_id, eos_id=tokenizer.eos_id, pad_id=tokenizer.pad_id,
-                   compact_every=compact_every or default_compact_every(device))
+    special: dict[str, Any] = dict(
+        bos_id=tokenizer.bos_id,
+        eos_id=tokenizer.eos_id,
+        pad_id=tokenizer.pad_id,
+        compact_every=compact_every or default_compact_every(device),
+    )
     outputs: list[list[int]] = [[] for _ in sentences]
     was_training = model.training
     model.eval()
@@ -100,8 +119,7 @@ def translate(model: nn.Module, tokenizer: Tokenizer, sentences: list[str], *, s
             for batch in batch_by_length([len(seq) for seq in ids], batch_tokens):
                 src = pad_batch([ids[i] for i in batch], tokenizer.pad_id, device)
                 if strategy == "beam":
-                    hyps = beam_search(model, src, beam_size=beam_size, alpha=alpha, max_len_b=max_len_b,
-                                       **special)
+                    hyps = beam_search(model, src, beam_size=beam_size, alpha=alpha, max_len_b=max_len_b, **special)
                     best = [sentence_hyps[0].tokens for sentence_hyps in hyps]
                 else:
                     best = greedy_search(model, src, max_len_b=max_len_b, **special)

@@ -1,4 +1,5 @@
 """Evaluation: checkpoint averaging, BLEU variants and their bootstrap statistics, perplexity (section 6)."""
+
 from aiayn.eval.averaging import average_checkpoints, checkpoint_step, select_last
 from aiayn.eval.bleu import chrf, paper_bleu, paper_tokenize, sacre_bleu, split_compounds
 from aiayn.eval.bootstrap import bleu_ci95, paired_bootstrap

@@ -1,9 +1,10 @@
 """Checkpoint averaging (section 6.1: the base model averages the last 5 checkpoints, the big model the last 20)."""
+
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import torch
 from torch import Tensor
@@ -22,7 +23,7 @@ def _load_state_dict(path: Path) -> dict[str, Tensor]:
 
 def _model_weights(path: Path, prefix: str) -> dict[str, Tensor]:
     """The entries of a checkpoint's state_dict under `prefix`, with the prefix stripped."""
-    weights = {k[len(prefix):]: v for k, v in _load_state_dict(path).items() if k.startswith(prefix)}
+    weights = {k[len(prefix) :]: v for k, v in _load_state_dict(path).items() if k.startswith(prefix)}
     if not weights:
         raise KeyError(f"{path}: no state_dict keys start with {prefix!r}")
     return weights
@@ -33,22 +34,23 @@ def average_checkpoints(paths: Sequence[str | Path], prefix: str = "model.") -> 
 
     Floating tensors are summed in float64 and cast back to their dtype; integer buffers come from the last file.
     """
-    paths = [Path(p) for p in paths]
-    if not paths:
+    files = [Path(p) for p in paths]
+    if not files:
         raise ValueError("average_checkpoints needs at least one checkpoint path")
-    first = _model_weights(paths[0], prefix)
+    first = _model_weights(files[0], prefix)
     sums = {k: v.double() if v.is_floating_point() else v for k, v in first.items()}
-    for path in paths[1:]:
+    for path in files[1:]:
         weights = _model_weights(path, prefix)
         missing, extra = sorted(first.keys() - weights.keys()), sorted(weights.keys() - first.keys())
         if missing or extra:
-            raise KeyError(f"{path}: keys differ from {paths[0]}: missing {missing[:5]}, unexpected {extra[:5]}")
+            raise KeyError(f"{path}: keys differ from {files[0]}: missing {missing[:5]}, unexpected {extra[:5]}")
         for key, value in weights.items():
             if value.shape != first[key].shape:
-                raise ValueError(f"{path}: {key!r} has shape {tuple(value.shape)}, "
-                                 f"{paths[0]} has {tuple(first[key].shape)}")
+                raise ValueError(
+                    f"{path}: {key!r} has shape {tuple(value.shape)}, {files[0]} has {tuple(first[key].shape)}"
+                )
             sums[key] = (sums[key] + value.double()) if value.is_floating_point() else value
-    return {k: (v / len(paths)).to(first[k].dtype) if first[k].is_floating_point() else v for k, v in sums.items()}
+    return {k: (v / len(files)).to(first[k].dtype) if first[k].is_floating_point() else v for k, v in sums.items()}
 
 
 def checkpoint_step(path: str | Path) -> int:
@@ -78,4 +80,4 @@ def select_last(ckpt_dir: str | Path, k: int) -> list[Path]:
     by_step: dict[int, Path] = {}
     for path in files:  # step-named files first, so they win over an unnamed copy of the same step
         by_step.setdefault(checkpoint_step(path), path)
-    return [by_step[step] for step in sorted(by_step)[-max(k, 1):]]
+    return [by_step[step] for step in sorted(by_step)[-max(k, 1) :]]

@@ -1,8 +1,9 @@
 """Translation scores: sacreBLEU, the paper's tokenized compound-split BLEU, and chrF (section 6.1, Table 2)."""
+
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 from sacrebleu.metrics import BLEU, CHRF
 from sacremoses import MosesTokenizer

@@ -3,9 +3,11 @@
 Both resample sacreBLEU's sentence-level sufficient statistics (n-gram matches and totals, lengths), so a
 resampled score is an exact corpus BLEU of the resampled sentences (Koehn 2004; sacreBLEU's --paired-bs).
 """
+
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from sacrebleu.metrics import BLEU
@@ -40,8 +42,9 @@ def bleu_ci95(hyps: Sequence[str], refs: Sequence[str], *, n_bootstrap: int = 10
     return [float(scores[cut]), float(scores[n_bootstrap - cut - 1])]
 
 
-def paired_bootstrap(hyps_base: Sequence[str], hyps_other: Sequence[str], refs: Sequence[str], *, n: int = 1000,
-                     seed: int = 12345) -> dict:
+def paired_bootstrap(
+    hyps_base: Sequence[str], hyps_other: Sequence[str], refs: Sequence[str], *, n: int = 1000, seed: int = 12345
+) -> dict:
     """sacreBLEU's paired bootstrap test (PairedTest, test_type "bs") of BLEU(other) against BLEU(base).
 
     Returns p_value (two-sided: chance of a difference this large if the systems were equally good), both
@@ -52,16 +55,26 @@ def paired_bootstrap(hyps_base: Sequence[str], hyps_other: Sequence[str], refs: 
     if seed < 1:
         # PairedTest treats a falsy seed as "unseeded", which would make p-values irreproducible.
         raise ValueError(f"seed must be >= 1 for a reproducible sacreBLEU paired test, got {seed}")
-    systems = [("base", list(hyps_base)), ("other", list(hyps_other))]
+    systems: list[tuple[str, Sequence[str]]] = [("base", list(hyps_base)), ("other", list(hyps_other))]
     test = PairedTest(systems, {"BLEU": BLEU()}, references=[list(refs)], test_type="bs", n_samples=n)
     test._seed = seed  # PairedTest otherwise reads the seed from $SACREBLEU_SEED: no environment edits here
     signatures, results = test()
     name = next(key for key in results if key != "System")
+    base: Any
+    other: Any  # sacreBLEU's Result objects (its annotations allow a str)
     base, other = results[name]
     p_value = other.p_value
     if systems[0][1] == systems[1][1]:
         # Identical systems make every resampled difference 0, where sacreBLEU's count gives 1 / (n + 1).
         p_value = 1.0
-    return {"p_value": float(p_value), "bleu_base": float(base.score), "bleu_other": float(other.score),
-            "delta": float(other.score - base.score), "other_mean": float(other.mean),
-            "other_ci_halfwidth": float(other.ci), "n": n, "seed": seed, "signature": str(signatures[name])}
+    return {
+        "p_value": float(p_value),
+        "bleu_base": float(base.score),
+        "bleu_other": float(other.score),
+        "delta": float(other.score - base.score),
+        "other_mean": float(other.mean),
+        "other_ci_halfwidth": float(other.ci),
+        "n": n,
+        "seed": seed,
+        "signature": str(signatures[name]),
+    }

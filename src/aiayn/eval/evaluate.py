@@ -1,14 +1,16 @@
 """All test-set scores of one system's translations in one dict (what the `evaluate` stage writes to eval.json)."""
+
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from aiayn.eval.bleu import chrf, paper_bleu, sacre_bleu
 from aiayn.eval.bootstrap import bleu_ci95
 
 
-def score_translations(hyps: Sequence[str], refs: Sequence[str], *, tgt_lang: str, bootstrap: int = 1000,
-                       seed: int = 0) -> dict:
+def score_translations(
+    hyps: Sequence[str], refs: Sequence[str], *, tgt_lang: str, bootstrap: int = 1000, seed: int = 0
+) -> dict:
     """sacreBLEU (+ signature and bootstrap 95% interval), the paper's tokenized BLEU, chrF, sentence count.
 
     `bootstrap` resamples for `bleu_ci95`; 0 skips the interval (`bleu_ci95` is then None).

@@ -1,8 +1,9 @@
 """Per-subword perplexity on held-out data (Table 3's PPL column: per wordpiece, no label smoothing)."""
+
 from __future__ import annotations
 
 import math
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 import torch
 import torch.nn.functional as F
@@ -26,8 +27,9 @@ def dev_perplexity(model: nn.Module, batches: Iterable[Mapping[str, Tensor]], pa
                     raise KeyError(f"batch {i} lacks {sorted(missing)}")
                 src, tgt_in, tgt_out = (batch[k].to(device) for k in ("src", "tgt_in", "tgt_out"))
                 logits = model(src, tgt_in).float()  # (B, T, V); float32 so the sum is not rounded in half
-                total_nll += F.cross_entropy(logits.flatten(0, 1), tgt_out.flatten(), ignore_index=pad_id,
-                                             reduction="sum").item()
+                total_nll += F.cross_entropy(
+                    logits.flatten(0, 1), tgt_out.flatten(), ignore_index=pad_id, reduction="sum"
+                ).item()
                 n_tokens += int((tgt_out != pad_id).sum())
     finally:
         model.train(was_training)

@@ -3,6 +3,7 @@
 Dev (newstest2013 for WMT), from the last checkpoint, gives Table 3's BLEU and PPL; test (newstest2014), from the
 average of the row's last checkpoints, gives Table 2's BLEU.
 """
+
 from __future__ import annotations
 
 import logging
@@ -58,20 +59,30 @@ def _open_checkpoint(path: Path) -> dict[str, Any]:
     try:
         return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except Exception as err:
-        raise ValueError(f"{path}: unreadable checkpoint ({type(err).__name__}: {err}); delete it and rerun the "
-                         f"train stage to rewrite it") from err
+        raise ValueError(
+            f"{path}: unreadable checkpoint ({type(err).__name__}: {err}); delete it and rerun the "
+            f"train stage to rewrite it"
+        ) from err
 
 
-def decode_split(cfg: DictConfig, model, tokenizer, split: str, device
-                 ) -> tuple[list[str], list[str], float, list[str]]:
+def decode_split(
+    cfg: DictConfig, model, tokenizer, split: str, device
+) -> tuple[list[str], list[str], float, list[str]]:
     """Translate `data/raw/{split}.src`; return hypotheses, references, sentences per second and the sources."""
     raw = Path(cfg.paths.raw)
     sources, refs = read_lines(raw / f"{split}.src"), read_lines(raw / f"{split}.tgt")
     start = time.perf_counter()
     hyps = translate(
-        model, tokenizer, sources, strategy=cfg.decode.strategy, beam_size=cfg.decode.beam_size,
-        alpha=cfg.decode.length_penalty, max_len_b=cfg.decode.max_len_b, batch_tokens=cfg.decode.batch_tokens,
-        device=device, compact_every=cfg.decode.compact_every,
+        model,
+        tokenizer,
+        sources,
+        strategy=cfg.decode.strategy,
+        beam_size=cfg.decode.beam_size,
+        alpha=cfg.decode.length_penalty,
+        max_len_b=cfg.decode.max_len_b,
+        batch_tokens=cfg.decode.batch_tokens,
+        device=device,
+        compact_every=cfg.decode.compact_every,
         progress=Progress(f"decode {split} ({cfg.decode.strategy})", len(sources), "sentences"),
     )
     return hyps, refs, len(sources) / max(time.perf_counter() - start, 1e-9), sources
@@ -100,14 +111,19 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     wandb_run = tracking.start_run(cfg, job_type="eval")
     tracking.use_inputs(wandb_run, [tracking.checkpoint_artifact(cfg)])
     try:
-        result: dict[str, Any] = {"variant": OmegaConf.to_container(cfg.variant), "run": str(spec.run_dir),
-                                  "beam_size": cfg.decode.beam_size if cfg.decode.strategy == "beam" else 1,
-                                  "length_penalty": cfg.decode.length_penalty, "strategy": cfg.decode.strategy,
-                                  "precision": decode_precision(cfg)}
-        model, paths = None, None
+        result: dict[str, Any] = {
+            "variant": OmegaConf.to_container(cfg.variant),
+            "run": str(spec.run_dir),
+            "beam_size": cfg.decode.beam_size if cfg.decode.strategy == "beam" else 1,
+            "length_penalty": cfg.decode.length_penalty,
+            "strategy": cfg.decode.strategy,
+            "precision": decode_precision(cfg),
+        }
+        model: Transformer | None = None
+        paths: list[Path] = []
         for section, split in sections:
             wanted = select_last(spec.checkpoints, protocol(cfg, section))
-            if wanted != paths:  # the same checkpoints are one model, loaded once
+            if model is None or wanted != paths:  # the same checkpoints are one model, loaded once
                 model = None  # one model in memory at a time
                 model, paths = load_weights(wanted, device), wanted
             result[section] = _evaluate_split(cfg, spec, model, tokenizer, split, device, paths, wandb_run)
@@ -116,28 +132,49 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
                 with autocast(result["precision"], device):
                     result[section]["ppl"] = dev_perplexity(model, _to(batches, device), tokenizer.pad_id)
         atomic_write_json(spec.eval_dir / runspec.EVAL, result)
-        tracking.safe_log(wandb_run, {f"{section}/{k}": v for section, _ in sections
-                                      for k, v in result[section].items() if isinstance(v, (int, float))})
+        tracking.safe_log(
+            wandb_run,
+            {
+                f"{section}/{k}": v
+                for section, _ in sections
+                for k, v in result[section].items()
+                if isinstance(v, (int, float))
+            },
+        )
         tracking.log_output(wandb_run, tracking.eval_artifact(spec))
     finally:
         tracking.finish(wandb_run)
     return result
 
 
-def _evaluate_split(cfg: DictConfig, spec: RunSpec, model: Transformer, tokenizer: Tokenizer, split: str,
-                    device: torch.device, paths: list[Path], wandb_run) -> dict[str, Any]:
+def _evaluate_split(
+    cfg: DictConfig,
+    spec: RunSpec,
+    model: Transformer,
+    tokenizer: Tokenizer,
+    split: str,
+    device: torch.device,
+    paths: list[Path],
+    wandb_run,
+) -> dict[str, Any]:
     """Decode and score one split with the given weights; write its hypotheses; its section of eval.json."""
     with autocast(decode_precision(cfg), device):
         hyps, refs, speed, sources = decode_split(cfg, model, tokenizer, split, device)
     atomic_write_text(spec.eval_dir / runspec.hyps_file(split), "".join(h + "\n" for h in hyps))
     # The bootstrap interval is Table 2's (a test set, one system); Table 3 compares rows over seeds.
-    scores = score_translations(hyps, refs, tgt_lang=cfg.data.tgt_lang,
-                                bootstrap=cfg.decode.bootstrap if split == "test" else 0, seed=cfg.seed)
+    scores = score_translations(
+        hyps, refs, tgt_lang=cfg.data.tgt_lang, bootstrap=cfg.decode.bootstrap if split == "test" else 0, seed=cfg.seed
+    )
     _log_samples(wandb_run, sources, refs, hyps, cfg.decode.samples, split)
-    return {"checkpoints_averaged": len(paths), "checkpoints": [p.name for p in paths], **scores,
-            "sentences_per_s": round(speed, 3),
-            # The trivial baseline: the source sentence copied unchanged, scored the same way.
-            "copy_baseline_bleu": sacre_bleu(sources, refs)[0], "set": _set_name(cfg, split, len(refs))}
+    return {
+        "checkpoints_averaged": len(paths),
+        "checkpoints": [p.name for p in paths],
+        **scores,
+        "sentences_per_s": round(speed, 3),
+        # The trivial baseline: the source sentence copied unchanged, scored the same way.
+        "copy_baseline_bleu": sacre_bleu(sources, refs)[0],
+        "set": _set_name(cfg, split, len(refs)),
+    }
 
 
 def decode_precision(cfg: DictConfig) -> str:
@@ -163,8 +200,10 @@ def _log_samples(run, sources: list[str], refs: list[str], hyps: list[str], n: i
     try:
         import wandb
 
-        table = wandb.Table(columns=["source", "reference", "hypothesis"],
-                            data=[[s, r, h] for s, r, h in list(zip(sources, refs, hyps))[:n]])
+        table = wandb.Table(
+            columns=["source", "reference", "hypothesis"],
+            data=[[s, r, h] for s, r, h in list(zip(sources, refs, hyps))[:n]],
+        )
         run.log({f"{'dev' if split == 'valid' else split}/samples": table})
     except Exception as err:  # browsing aid only
         log.warning("could not log sample translations to wandb: %s", err)

@@ -7,11 +7,13 @@ outside the DVC outputs, so tuning never makes a stage look changed). Every job 
 that folder, so `chosen.json`, `table.md` and `decode/tuned.yaml` are complete after the last job of a sweep,
 whatever Hydra launcher ran it.
 """
+
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 from omegaconf import DictConfig, OmegaConf
@@ -55,9 +57,13 @@ def tune_setting(cfg: DictConfig) -> dict[str, Any]:
     hyps, refs, speed, _ = decode_split(cfg, model, tokenizer, "valid", device)
     scores = score_translations(hyps, refs, tgt_lang=cfg.data.tgt_lang, bootstrap=0)
     result = {
-        "beam_size": cfg.decode.beam_size, "length_penalty": cfg.decode.length_penalty,
-        "dev_bleu": scores["bleu"], "dev_bleu_paper": scores["bleu_paper"], "dev_chrf": scores["chrf"],
-        "dev_sentences_per_s": round(speed, 3), "sacrebleu_signature": scores["sacrebleu_signature"],
+        "beam_size": cfg.decode.beam_size,
+        "length_penalty": cfg.decode.length_penalty,
+        "dev_bleu": scores["bleu"],
+        "dev_bleu_paper": scores["bleu_paper"],
+        "dev_chrf": scores["chrf"],
+        "dev_sentences_per_s": round(speed, 3),
+        "sacrebleu_signature": scores["sacrebleu_signature"],
         "context": decoding_context(paths, cfg.decode.max_len_b, len(refs)),
     }
     name = setting_name(result["beam_size"], result["length_penalty"])
@@ -92,8 +98,10 @@ def read_results(out_dir: Path | str) -> list[dict[str, Any]]:
         raise FileNotFoundError(f"{out_dir}: no beam*-lp*.json results to choose from")
     odd = [r["file"] for r in results if r["context"] != results[0]["context"]]
     if odd:
-        raise ValueError(f"{out_dir}: {odd} were decoded with other checkpoints, max_len_b or dev set than "
-                         f"{results[0]['file']}; delete the stale files and rerun the sweep")
+        raise ValueError(
+            f"{out_dir}: {odd} were decoded with other checkpoints, max_len_b or dev set than "
+            f"{results[0]['file']}; delete the stale files and rerun the sweep"
+        )
     return results
 
 
@@ -132,8 +140,10 @@ def _write_choice_once(out_dir: Path, results: list[dict[str, Any]]) -> dict[str
     columns = ("beam_size", "length_penalty", "dev_bleu", "dev_chrf", "dev_sentences_per_s")
     chosen = {
         "setting": setting_name(best["beam_size"], best["length_penalty"]),
-        "beam_size": best["beam_size"], "length_penalty": best["length_penalty"],
-        "dev_bleu": best["dev_bleu"], "dev_chrf": best["dev_chrf"],
+        "beam_size": best["beam_size"],
+        "length_penalty": best["length_penalty"],
+        "dev_bleu": best["dev_bleu"],
+        "dev_chrf": best["dev_chrf"],
         "criterion": "max dev BLEU (sacreBLEU, valid split); ties: smaller beam, then alpha nearer 0.6",
         "overrides": [f"decode.beam_size={best['beam_size']}", f"decode.length_penalty={best['length_penalty']}"],
         "settings": [{key: r[key] for key in columns} for r in ranked],
@@ -141,10 +151,16 @@ def _write_choice_once(out_dir: Path, results: list[dict[str, Any]]) -> dict[str
     }
     atomic_write_json(out_dir / "chosen.json", chosen)
     atomic_write_text(out_dir / "table.md", _table(ranked, columns))
-    tuned = {"strategy": "beam", "beam_size": best["beam_size"], "length_penalty": best["length_penalty"],
-             "max_len_b": best["context"]["max_len_b"]}
-    header = (f"# Chosen on the dev set by pipeline/tune_decode.py ({chosen['criterion']}).\n"
-              f"# Use: --config-dir {out_dir} decode=tuned\n")
+    tuned = {
+        "strategy": "beam",
+        "beam_size": best["beam_size"],
+        "length_penalty": best["length_penalty"],
+        "max_len_b": best["context"]["max_len_b"],
+    }
+    header = (
+        f"# Chosen on the dev set by pipeline/tune_decode.py ({chosen['criterion']}).\n"
+        f"# Use: --config-dir {out_dir} decode=tuned\n"
+    )
     atomic_write_text(out_dir / "decode" / "tuned.yaml", header + OmegaConf.to_yaml(OmegaConf.create(tuned)))
     return chosen
 

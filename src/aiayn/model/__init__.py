@@ -1,4 +1,5 @@
 """The Transformer of Vaswani et al. 2017 in plain PyTorch: attention, layers, embeddings, masks, cache."""
+
 from aiayn.config.schema import ModelConfig
 from aiayn.model.attention import MultiHeadAttention, scaled_dot_product_attention
 from aiayn.model.cache import KVCache

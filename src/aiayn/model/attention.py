@@ -3,6 +3,7 @@
 Dimensions: B batch, H heads, T query length, S key/value length, d_k query/key size, d_v value size,
 D = d_model. Masks are boolean, True = "may attend", broadcastable to (B, H, T, S).
 """
+
 from __future__ import annotations
 
 import math
@@ -57,14 +58,14 @@ def scaled_dot_product_attention(
     The default path is PyTorch's fused kernel; `reference=True` computes the weights explicitly.
     """
     if reference:
-        if mask is CAUSAL:
+        if isinstance(mask, Causal):
             mask = causal_mask(q.size(-2), q.device)
         weights = attention_weights(q, k, mask)
         if dropout_p > 0.0:
             weights = F.dropout(weights, p=dropout_p)
         return weights @ v
-    if mask is None or mask is CAUSAL:
-        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=mask is CAUSAL)
+    if mask is None or isinstance(mask, Causal):
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=mask is not None)
     safe_mask, has_key = _guard_empty_rows(mask)
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=safe_mask, dropout_p=dropout_p)
     return out.masked_fill(~has_key, 0.0)
@@ -79,8 +80,9 @@ class MultiHeadAttention(nn.Module):
     attention weights; the paper uses none there (model.attention_dropout, default 0.0).
     """
 
-    def __init__(self, d_model: int, n_heads: int, d_k: int, d_v: int, dropout: float = 0.0,
-                 qkv_init_gain: float = QKV_INIT_GAIN) -> None:
+    def __init__(
+        self, d_model: int, n_heads: int, d_k: int, d_v: int, dropout: float = 0.0, qkv_init_gain: float = QKV_INIT_GAIN
+    ) -> None:
         super().__init__()
         self.n_heads, self.d_k, self.d_v = n_heads, d_k, d_v
         self.dropout, self.qkv_init_gain = dropout, qkv_init_gain
@@ -137,16 +139,19 @@ class MultiHeadAttention(nn.Module):
         batch, heads, length, d_k = q.shape
         if group > 1:
             if mask is CAUSAL or batch != k.size(0) * group:
-                raise ValueError(f"grouped attention takes {group} query rows per key row and a padding mask, got "
-                                 f"{batch} query rows for {k.size(0)} key rows")
+                raise ValueError(
+                    f"grouped attention takes {group} query rows per key row and a padding mask, got "
+                    f"{batch} query rows for {k.size(0)} key rows"
+                )
             q = q.view(-1, group, heads, length, d_k).transpose(1, 2).reshape(-1, heads, group * length, d_k)
         out = scaled_dot_product_attention(q, k, v, mask, dropout_p)  # (B / G, H, G * T, d_v)
         # -> (B, T, H, d_v): heads next to each other for W_O, each group's rows back in order
         out = out.view(-1, heads, group, length, self.d_v).permute(0, 2, 3, 1, 4)
         return self.w_o(out.reshape(batch, length, heads * self.d_v))  # (B, T, D)
 
-    def forward(self, x: Tensor, memory: Tensor | None = None, mask: Tensor | None = None,
-                rotary: Rotary | None = None) -> Tensor:
+    def forward(
+        self, x: Tensor, memory: Tensor | None = None, mask: Tensor | None = None, rotary: Rotary | None = None
+    ) -> Tensor:
         """Self-attention over x when memory is None (positions rotated with `rotary`), otherwise x attends to
         memory."""
         if memory is None:

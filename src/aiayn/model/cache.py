@@ -3,9 +3,10 @@
 Dimensions: B batch (sentences x beams), n sentences, G = B / n rows per sentence (beams), H heads, L cached
 target positions, S source length, d_k key size, d_v value size.
 """
+
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
@@ -67,8 +68,10 @@ class KVCache:
             slot.reorder(index)
         if sentences is not None:
             for layer, (k, v) in self._cross_kv.items():
-                self._cross_kv[layer] = (k.index_select(0, sentences.to(k.device)),
-                                         v.index_select(0, sentences.to(v.device)))
+                self._cross_kv[layer] = (
+                    k.index_select(0, sentences.to(k.device)),
+                    v.index_select(0, sentences.to(v.device)),
+                )
 
 
 class _Growing:
@@ -94,10 +97,10 @@ class _Growing:
     def _write(self, k: Tensor, v: Tensor) -> None:
         start = self.length - k.size(-2)
         for buffer, new in zip(self.buffers[0], (k, v)):
-            buffer[:self.rows, :, start:self.length] = new
+            buffer[: self.rows, :, start : self.length] = new
 
     def _views(self, buffers: KV, rows: int) -> KV:
-        return buffers[0][:rows, :, :self.length], buffers[1][:rows, :, :self.length]
+        return buffers[0][:rows, :, : self.length], buffers[1][:rows, :, : self.length]
 
     def append(self, k: Tensor, v: Tensor) -> KV:
         if k.size(0) != self.rows:
@@ -110,7 +113,7 @@ class _Growing:
             capacity = max(2 * self.buffers[0][0].size(-2), self.length)
             grown = [self._allocate(k, v, self.rows, capacity) for _ in range(2)]
             for target, source in zip(grown[0], self.buffers[0]):
-                target[:self.rows, :, :old] = source[:self.rows, :, :old]
+                target[: self.rows, :, :old] = source[: self.rows, :, :old]
             self.buffers = grown
         self._write(k, v)
         return self._views(self.buffers[0], self.rows)

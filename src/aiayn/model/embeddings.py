@@ -2,6 +2,7 @@
 
 Dimensions: B batch, H heads, L sequence length, V vocabulary size, D = d_model, P = max_positions, d_k key size.
 """
+
 from __future__ import annotations
 
 import math
@@ -39,6 +40,10 @@ def rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
 class PositionalEncoding(nn.Module):
     """Position signal: sinusoids or a learned table added to the embeddings, rotary angles for self-attention
     (queries and keys), or none."""
+
+    table: Tensor  # a buffer (sinusoidal) or a Parameter (learned)
+    cos: Tensor  # buffers of rotary positions
+    sin: Tensor
 
     def __init__(self, kind: str, d_model: int, max_positions: int, d_k: int | None = None) -> None:
         super().__init__()

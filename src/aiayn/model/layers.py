@@ -4,9 +4,10 @@ encoder/decoder layers (section 3.1). Each block takes the model's config.
 Dimensions: B batch, S source length, T target length (new positions when decoding with a cache),
 D = d_model, F = d_ff.
 """
+
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -53,8 +54,9 @@ class Residual(nn.Module):
 
 
 def _attention(cfg: ModelConfig) -> MultiHeadAttention:
-    return MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.d_k, cfg.d_v, dropout=cfg.attention_dropout,
-                              qkv_init_gain=cfg.qkv_init_gain)
+    return MultiHeadAttention(
+        cfg.d_model, cfg.n_heads, cfg.d_k, cfg.d_v, dropout=cfg.attention_dropout, qkv_init_gain=cfg.qkv_init_gain
+    )
 
 
 class EncoderLayer(nn.Module):

@@ -3,6 +3,7 @@
 Dimensions: B batch, S source length, T target length; masks are (B or 1, 1, T or 1, S or T) so they
 broadcast over the head dimension H.
 """
+
 from __future__ import annotations
 
 import torch

@@ -6,6 +6,7 @@ Built from a `ModelConfig` (aiayn.config.schema), whose defaults are the paper's
 Dimensions: B batch, S source length, T target length (new positions when decoding with a cache),
 L cached target positions, D = d_model, V vocabulary size.
 """
+
 from __future__ import annotations
 
 from torch import Tensor, nn
@@ -87,8 +88,14 @@ class Transformer(nn.Module):
         """
         return self.output_embedding.project(self.decoder_states(tgt_in, memory, src_mask, tgt_mask, cache))
 
-    def decoder_states(self, tgt_in: Tensor, memory: Tensor, src_mask: Tensor | None,
-                       tgt_mask: Tensor | Causal | None, cache: KVCache | None = None) -> Tensor:
+    def decoder_states(
+        self,
+        tgt_in: Tensor,
+        memory: Tensor,
+        src_mask: Tensor | None,
+        tgt_mask: Tensor | Causal | None,
+        cache: KVCache | None = None,
+    ) -> Tensor:
         """The decoder's output (B, T, D) before the pre-softmax projection; `decode` without its last step."""
         offset = 0 if cache is None else cache.length
         x = self._embed(self.embedding, tgt_in, offset)

@@ -1,5 +1,6 @@
 """Read run folders, where aiayn.runspec puts them: the train stage's (config.yaml, train.json, curve.csv) and the
 evaluate stage's (eval.json, the hypotheses)."""
+
 from __future__ import annotations
 
 import json
@@ -19,8 +20,10 @@ from aiayn.runspec import RunSpec
 # eval.json's sections and the numbers the tables read in each; each must be a number (or absent / null) for the
 # run to count. dev: the last checkpoint (Table 3's protocol); test: the averaged weights (Table 2's), for the
 # rows Table 2 shows.
-EVAL_NUMBERS = {"dev": ("bleu", "bleu_paper", "ppl", "checkpoints_averaged"),
-                "test": ("bleu", "bleu_paper", "checkpoints_averaged")}
+EVAL_NUMBERS = {
+    "dev": ("bleu", "bleu_paper", "ppl", "checkpoints_averaged"),
+    "test": ("bleu", "bleu_paper", "checkpoints_averaged"),
+}
 TRAIN_NUMBERS = ("params", "vocab_size", "wall_time_s")
 
 
@@ -78,8 +81,10 @@ def read_eval(path: Path) -> dict[str, Any]:
     """An eval.json: its `dev` section (and `test`, when present) checked for the numbers the tables read."""
     data = _read_json(path, ())
     if not isinstance(data.get("dev"), dict):
-        raise ValueError(f"{path}: no 'dev' section (written by an older evaluate stage?); rerun the evaluate "
-                         f"stage (dvc repro) to rewrite it")
+        raise ValueError(
+            f"{path}: no 'dev' section (written by an older evaluate stage?); rerun the evaluate "
+            f"stage (dvc repro) to rewrite it"
+        )
     for section, numbers in EVAL_NUMBERS.items():
         if data.get(section) is not None:
             if not isinstance(data[section], dict):
@@ -96,7 +101,7 @@ def _read_yaml(path: Path) -> dict[str, Any]:
         raise ValueError(f"{path}: unreadable ({err})") from err
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a mapping at the top level")
-    return data
+    return {str(k): v for k, v in data.items()}
 
 
 def read_run(spec: RunSpec) -> RunRecord:
@@ -107,22 +112,26 @@ def read_run(spec: RunSpec) -> RunRecord:
     from them do not depend on where the checkout lives.
     """
     path, eval_path = spec.run_dir, spec.eval_dir
-    failed = dict(row=spec.row, seed=spec.seed, path=path, eval_path=eval_path, ok=False)
+
+    def failed(reason: str, config: dict[str, Any] | None = None) -> RunRecord:
+        return RunRecord(spec.row, spec.seed, path, ok=False, eval_path=eval_path, reason=reason, config=config or {})
+
     if not path.is_dir():
-        return RunRecord(**failed, reason=f"{spec.shown(path)} is missing (not trained)")
+        return failed(f"{spec.shown(path)} is missing (not trained)")
     eval_file = eval_path / runspec.EVAL
     try:
         # Written first by the train stage: a run that failed later still says what it was.
         config = _read_yaml(path / runspec.CONFIG) if (path / runspec.CONFIG).is_file() else {}
         if not eval_file.is_file():
-            return RunRecord(**failed, config=config, reason=f"{spec.shown(eval_file)} is absent (not evaluated)")
-        record = RunRecord(spec.row, spec.seed, path, ok=True, eval_path=eval_path, config=config,
-                           eval=read_eval(eval_file))
+            return failed(f"{spec.shown(eval_file)} is absent (not evaluated)", config)
+        record = RunRecord(
+            spec.row, spec.seed, path, ok=True, eval_path=eval_path, config=config, eval=read_eval(eval_file)
+        )
         if (path / runspec.TRAIN_SUMMARY).is_file():
             record.train = _read_json(path / runspec.TRAIN_SUMMARY, TRAIN_NUMBERS)
     except ValueError as err:
         reason = str(err).replace(str(eval_path), spec.shown(eval_path)).replace(str(path), spec.shown(path))
-        return RunRecord(**failed, reason=reason)
+        return failed(reason)
     return record
 
 
@@ -143,21 +152,31 @@ def seeds_by_row(rows: Iterable[str], seeds: Seeds) -> dict[str, list[int]]:
     if isinstance(seeds, Mapping):
         return {row: list(seeds.get(row, ())) for row in rows}
     seeds = list(seeds)
-    return {row: seeds for row in rows}
+    return dict.fromkeys(rows, seeds)
 
 
-def collect_runs(runs_dir: Path, rows: Iterable[str], seeds: Seeds, evals_dir: Path | None = None,
-                 variant: Mapping[str, Any] | None = None, average_last: Mapping[str, int] | None = None
-                 ) -> list[RunRecord]:
+def collect_runs(
+    runs_dir: Path,
+    rows: Iterable[str],
+    seeds: Seeds,
+    evals_dir: Path | None = None,
+    variant: Mapping[str, Any] | None = None,
+    average_last: Mapping[str, int] | None = None,
+) -> list[RunRecord]:
     """Every (row, seed) of one variant in the given order, including missing and failed runs with their reasons.
     eval.json files are read from `evals_dir` (default: `runs_dir`); `average_last` is each row's own (from its row
     file), which decides whether a checkpoint cadence in the variant names its folders (aiayn.runspec)."""
-    return [read_run(RunSpec.for_row(row, seed, variant, (average_last or {}).get(row, 0), runs_dir, evals_dir))
-            for row, row_seeds in seeds_by_row(rows, seeds).items() for seed in row_seeds]
+    return [
+        read_run(RunSpec.for_row(row, seed, variant, (average_last or {}).get(row, 0), runs_dir, evals_dir))
+        for row, row_seeds in seeds_by_row(rows, seeds).items()
+        for seed in row_seeds
+    ]
 
 
 def find_variants(evals_dir: Path, row: str) -> list[str]:
     """The eval-variant folders of a row that hold evaluated seeds ("" for the row itself first, then by name)."""
-    found = {p.parent.parent.relative_to(Path(evals_dir) / row).as_posix()
-             for p in (Path(evals_dir) / row).glob(f"**/seed*/{runspec.EVAL}")}
+    found = {
+        p.parent.parent.relative_to(Path(evals_dir) / row).as_posix()
+        for p in (Path(evals_dir) / row).glob(f"**/seed*/{runspec.EVAL}")
+    }
     return sorted(("" if v == "." else f"{v}/" for v in found), key=lambda v: (v != "", v))

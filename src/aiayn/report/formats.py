@@ -1,4 +1,5 @@
 """Atomic writers and cell formatting shared by the Table 2 and Table 3 writers (markdown, CSV, booktabs)."""
+
 from __future__ import annotations
 
 import csv
@@ -10,8 +11,18 @@ from typing import Any
 
 from aiayn.io import atomic_path
 
-_LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
-                  "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+_LATEX_SPECIAL = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+}
 DASH = "—"
 
 
@@ -44,7 +55,7 @@ def csv_columns(columns: Sequence[Column]) -> tuple[str, ...]:
 def shown(columns: Sequence[Column], rows: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[list[str]]]:
     """The header and body of the shown table (markdown, LaTeX)."""
     visible = [c for c in columns if c.header is not None]
-    return [c.header for c in visible], [[c.show(r) for c in visible] for r in rows]
+    return [c.header or "" for c in visible], [[c.show(r) for c in visible] for r in rows]
 
 
 def metrics(columns: Sequence[Column], row: Mapping[str, Any]) -> dict[str, Any]:
@@ -63,7 +74,7 @@ def half_width(low: Any, high: Any) -> float | None:
     return None if low is None or high is None else (high - low) / 2
 
 
-def atomic_write(path: Path, write: Callable[[Path], None]) -> Path:
+def atomic_write(path: Path, write: Callable[[Path], object]) -> Path:
     """Call write(tmp) on a temporary file beside `path`, then rename it over `path` (readers never see half a file)."""
     with atomic_path(path) as tmp:
         write(tmp)
@@ -101,7 +112,7 @@ def sci(x: float | None) -> str:
 
 
 def mean_pm(mean: float | None, low: float | None, high: float | None, digits: int = 2, sign: bool = False) -> str:
-    """"mean ± half-width" of a symmetric interval; the bare mean when there is no interval."""
+    """ "mean ± half-width" of a symmetric interval; the bare mean when there is no interval."""
     text = signed(mean, digits) if sign else num(mean, digits)
     if mean is None or low is None or high is None:
         return text
@@ -112,11 +123,12 @@ def ci_cells(key: str, sign: bool = False) -> tuple[tuple[str, ...], Callable[[M
     """A mean with its 95% CI as a Column's CSV keys (`{key}_mean`, or `key` itself for a delta, then
     `{key}_ci95_low`, `{key}_ci95_high`) and its cell, "mean ± half-width" (a missing key shows as no interval)."""
     keys = (key if key.startswith("delta") else f"{key}_mean", f"{key}_ci95_low", f"{key}_ci95_high")
-    return keys, lambda r: mean_pm(*(r.get(k) for k in keys), sign=sign)
+    return keys, lambda r: mean_pm(r.get(keys[0]), r.get(keys[1]), r.get(keys[2]), sign=sign)
 
 
-def bracket(low: float | None, high: float | None, mean: float | None = None, sign: bool = True,
-            digits: int = 2) -> str:
+def bracket(
+    low: float | None, high: float | None, mean: float | None = None, sign: bool = True, digits: int = 2
+) -> str:
     """An interval as "[low, high]", after its point estimate when given ("4.92 [4.80, 5.05]", for intervals
     that are not symmetric); the bare estimate without an interval, a dash without either."""
     fmt = signed if sign else num
@@ -135,6 +147,7 @@ def pvalue(p: float | None) -> str:
 
 def markdown_table(header: Sequence[str], body: Sequence[Sequence[str]]) -> str:
     """A GitHub-flavoured markdown table; the first column left-aligned, the rest right-aligned."""
+
     def line(cells: Sequence[str]) -> str:
         return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
 
@@ -152,8 +165,12 @@ def latex_escape(text: str) -> str:
 
 def latex_tabular(header: Sequence[str], body: Sequence[Sequence[str]], rule_after: Sequence[int] = ()) -> str:
     """A booktabs tabular (needs \\usepackage{booktabs}); `rule_after` lists body rows followed by \\midrule."""
-    lines = [r"\begin{tabular}{l" + "r" * (len(header) - 1) + "}", r"\toprule",
-             " & ".join(latex_escape(h) for h in header) + r" \\", r"\midrule"]
+    lines = [
+        r"\begin{tabular}{l" + "r" * (len(header) - 1) + "}",
+        r"\toprule",
+        " & ".join(latex_escape(h) for h in header) + r" \\",
+        r"\midrule",
+    ]
     for i, row in enumerate(body):
         lines.append(" & ".join(latex_escape(c) for c in row) + r" \\")
         if i in rule_after and i != len(body) - 1:

@@ -1,4 +1,5 @@
 """The paper's published numbers (Tables 2 and 3 of Vaswani et al. 2017), read from packaged YAML."""
+
 from __future__ import annotations
 
 import copy
@@ -27,7 +28,7 @@ def _parsed() -> dict[str, Any]:
     tables = OmegaConf.to_container(OmegaConf.create(text))
     if not isinstance(tables, dict) or "table3" not in tables or "table2" not in tables:
         raise ValueError(f"aiayn/report/{_TABLES_FILE}: expected top-level keys 'table2' and 'table3'")
-    return tables
+    return {str(k): v for k, v in tables.items()}
 
 
 def paper_table3() -> dict[str, dict[str, Any]]:
@@ -52,8 +53,10 @@ def paper_table3() -> dict[str, dict[str, Any]]:
     for name, (where, entry) in given.items():
         missing = [key for key in _RESULTS if not isinstance(entry.get(key), (int, float))]
         if missing:
-            raise ValueError(f"aiayn/report/{_TABLES_FILE}: {where} (row {name}) has no {', '.join(missing)}: "
-                             f"every row gives its own results")
+            raise ValueError(
+                f"aiayn/report/{_TABLES_FILE}: {where} (row {name}) has no {', '.join(missing)}: "
+                f"every row gives its own results"
+            )
     return rows
 
 

@@ -1,4 +1,5 @@
 """Figures: dev BLEU by Table 3 row against the paper, and learning curves (matplotlib, Agg, no pyplot state)."""
+
 from __future__ import annotations
 
 import math
@@ -45,15 +46,32 @@ def plot_bleu_by_row(table3_rows: Sequence[Mapping[str, Any]], path: Path) -> Pa
 
     # The base row is the reference of both differences: 0 by definition. The error bars are the family intervals
     # that decide the verdicts; the paper's differences are shown at this setting (converted by bleu_scale).
-    ours = [dict(r, delta_bleu=0.0) if r["row"] == "base" else
-            dict(r, delta_bleu_ci95_low=r.get("delta_bleu_family_low"),
-                 delta_bleu_ci95_high=r.get("delta_bleu_family_high")) for r in rows]
+    ours = [
+        dict(r, delta_bleu=0.0)
+        if r["row"] == "base"
+        else dict(
+            r, delta_bleu_ci95_low=r.get("delta_bleu_family_low"), delta_bleu_ci95_high=r.get("delta_bleu_family_high")
+        )
+        for r in rows
+    ]
     d_mean, d_err = _points(ours, "delta_bleu")
-    paper = np.array([r["expected_delta_bleu"] if r.get("paper_delta_bleu") is not None
-                      and r.get("expected_delta_bleu") is not None else math.nan for r in rows])
+    paper = np.array(
+        [
+            r["expected_delta_bleu"]
+            if r.get("paper_delta_bleu") is not None and r.get("expected_delta_bleu") is not None
+            else math.nan
+            for r in rows
+        ]
+    )
     ax_diff.axhline(0.0, color="0.6", linewidth=0.8)
-    ax_diff.errorbar(x - 0.12, d_mean, yerr=d_err, fmt="o", capsize=3,
-                     label="ours: row − base (family interval, decides the verdict)")
+    ax_diff.errorbar(
+        x - 0.12,
+        d_mean,
+        yerr=d_err,
+        fmt="o",
+        capsize=3,
+        label="ours: row − base (family interval, decides the verdict)",
+    )
     ax_diff.plot(x + 0.12, paper, "x", color="tab:red", markersize=7, label="paper: row − base, at this setting")
     ax_diff.set_ylabel("BLEU difference from base")
     ax_diff.set_title("Row − base, ours vs the paper", fontsize=9)
@@ -61,8 +79,11 @@ def plot_bleu_by_row(table3_rows: Sequence[Mapping[str, Any]], path: Path) -> Pa
     for ax in (ax_abs, ax_diff):
         ax.set_xticks(x, names, rotation=45, fontsize=8)
         ax.grid(axis="y", alpha=0.3)
-    fig.suptitle("Table 3 rows, dev BLEU. Our scale and the paper's differ in absolute level,\n"
-                 "so the right panel compares differences from base", fontsize=10)
+    fig.suptitle(
+        "Table 3 rows, dev BLEU. Our scale and the paper's differ in absolute level,\n"
+        "so the right panel compares differences from base",
+        fontsize=10,
+    )
     fig.tight_layout()
     return _save(fig, path)
 
@@ -71,9 +92,8 @@ def _row_styles(rows: Sequence[str]) -> dict[str, dict[str, Any]]:
     """A colour per row from 20 distinct ones (tab20), a line style per further 20: no two rows look alike."""
     from matplotlib import colormaps
 
-    palette, dashes = colormaps["tab20"].colors, ("-", "--", ":", "-.")
-    return {row: {"color": palette[i % 20], "linestyle": dashes[(i // 20) % len(dashes)]}
-            for i, row in enumerate(rows)}
+    palette, dashes = colormaps["tab20"].colors, ("-", "--", ":", "-.")  # type: ignore[attr-defined]  # ListedColormap
+    return {row: {"color": palette[i % 20], "linestyle": dashes[(i // 20) % len(dashes)]} for i, row in enumerate(rows)}
 
 
 def seed_band(curves: Sequence[dict[str, list[float]]], key: str) -> tuple[np.ndarray, ...]:
@@ -88,8 +108,7 @@ def seed_band(curves: Sequence[dict[str, list[float]]], key: str) -> tuple[np.nd
     return np.asarray(steps), table.mean(axis=0), table.min(axis=0), table.max(axis=0)
 
 
-def plot_learning_curves(curves: Mapping[str, Path], path: Path,
-                         paper_ppl: Mapping[str, float] | None = None) -> Path:
+def plot_learning_curves(curves: Mapping[str, Path], path: Path, paper_ppl: Mapping[str, float] | None = None) -> Path:
     """Training loss and validation perplexity against step: each row as the mean over its seeds, with the range
     of its seeds as a band; `paper_ppl` (row -> the paper's dev PPL, given at the paper's scale) as dashed marks.
 
@@ -106,14 +125,26 @@ def plot_learning_curves(curves: Mapping[str, Path], path: Path,
         for ax, key in ((ax_loss, "train_loss"), (ax_ppl, "val_ppl")):
             steps, mean, low, high = seed_band(row_curves, key)
             if len(steps):
-                ax.plot(steps, mean, linewidth=1.2, label=f"{row} ({n} seed{'s' * (n != 1)})" if ax is ax_loss
-                        else None, **styles[row])
+                ax.plot(
+                    steps,
+                    mean,
+                    linewidth=1.2,
+                    label=f"{row} ({n} seed{'s' * (n != 1)})" if ax is ax_loss else None,
+                    **styles[row],
+                )
                 ax.fill_between(steps, low, high, color=styles[row]["color"], alpha=0.15, linewidth=0)
     for row, ppl in (paper_ppl or {}).items():
         colour = styles.get(row, {"color": "black"})["color"]
         ax_ppl.axhline(ppl, color=colour, linestyle=(0, (6, 3)), linewidth=1)
-        ax_ppl.annotate(f"paper {row} {ppl:g}", (1.0, ppl), xycoords=("axes fraction", "data"), ha="right",
-                        va="bottom", fontsize=7, color=colour)
+        ax_ppl.annotate(
+            f"paper {row} {ppl:g}",
+            (1.0, ppl),
+            xycoords=("axes fraction", "data"),
+            ha="right",
+            va="bottom",
+            fontsize=7,
+            color=colour,
+        )
     ax_loss.set(xlabel="step", ylabel="training loss (label-smoothed)", title="Training loss: mean over seeds")
     ax_ppl.set(xlabel="step", ylabel="validation perplexity", title="Validation perplexity (band: the seeds' range)")
     if ax_ppl.lines:
@@ -124,6 +155,12 @@ def plot_learning_curves(curves: Mapping[str, Path], path: Path,
     else:
         right = 0.83 if len(by_row) <= 26 else 0.70  # one legend column up to 26 rows, then two
         fig.tight_layout(rect=(0, 0, right, 1))
-        fig.legend(*ax_loss.get_legend_handles_labels(), loc="center left", bbox_to_anchor=(right, 0.5), fontsize=8,
-                   ncols=1 + len(by_row) // 27, frameon=False)
+        fig.legend(
+            *ax_loss.get_legend_handles_labels(),
+            loc="center left",
+            bbox_to_anchor=(right, 0.5),
+            fontsize=8,
+            ncols=1 + len(by_row) // 27,
+            frameon=False,
+        )
     return _save(fig, path)

@@ -12,6 +12,7 @@
 - The power of those decisions at n seeds, and the fewest seeds that reach a power, for planning.
 - The exact sign-flip test, printed beside the t-test as a check that needs no normality; it decides nothing.
 """
+
 from __future__ import annotations
 
 import functools
@@ -46,7 +47,7 @@ class Verdict:
 
     def holds(self, true_delta: float) -> bool:
         """Whether the claim is true of `true_delta` (a verdict without a claim is never false)."""
-        return self.low is None or self.low < true_delta < self.high
+        return self.low is None or self.high is None or self.low < true_delta < self.high
 
 
 def kind_of(paper_delta: float | None, margin: float) -> str:
@@ -57,8 +58,7 @@ def kind_of(paper_delta: float | None, margin: float) -> str:
     return EQUIVALENCE if abs(round(paper_delta, 6)) <= margin else DIFFERENCE
 
 
-def verdict(kind: str, low: float | None, high: float | None, expected: float | None,
-            margin: float | None) -> Verdict:
+def verdict(kind: str, low: float | None, high: float | None, expected: float | None, margin: float | None) -> Verdict:
     """The verdict a family interval (low, high) supports for a row of `kind`.
 
     `expected` is the paper's difference at this setting (its sign is what a DIFFERENCE row reproduces), `margin`
@@ -67,14 +67,15 @@ def verdict(kind: str, low: float | None, high: float | None, expected: float | 
     if low is None or high is None:
         return Verdict(UNRESOLVED)
     inf = math.inf
-    within = margin is not None and -margin < low and high < margin
+    m = math.nan if margin is None else margin  # NaN: every comparison false, so no claim about the margin
+    within = -m < low and high < m
     if kind == EQUIVALENCE:
         if within:
-            return Verdict(REPRODUCED, -margin, margin)
-        if margin is not None and low > margin:
-            return Verdict(CONTRADICTED, margin, inf)
-        if margin is not None and high < -margin:
-            return Verdict(CONTRADICTED, -inf, -margin)
+            return Verdict(REPRODUCED, -m, m)
+        if low > m:
+            return Verdict(CONTRADICTED, m, inf)
+        if high < -m:
+            return Verdict(CONTRADICTED, -inf, -m)
         return Verdict(UNRESOLVED)
     if low > 0:
         side = Verdict(HIGHER, 0.0, inf)
@@ -85,13 +86,13 @@ def verdict(kind: str, low: float | None, high: float | None, expected: float | 
     if kind == OWN:
         if side is not None:
             return side
-        return Verdict(NO_DIFFERENCE, -margin, margin) if within else Verdict(UNRESOLVED)
+        return Verdict(NO_DIFFERENCE, -m, m) if within else Verdict(UNRESOLVED)
     if expected is None or expected == 0:
         raise ValueError("a difference row needs the paper's nonzero difference")
     if side is not None:
         agrees = (side.name == HIGHER) == (expected > 0)
         return Verdict(REPRODUCED if agrees else CONTRADICTED, side.low, side.high)
-    return Verdict(CONTRADICTED, -margin, margin) if within else Verdict(UNRESOLVED)
+    return Verdict(CONTRADICTED, -m, m) if within else Verdict(UNRESOLVED)
 
 
 def family_level(alpha: float, family: int) -> float:
@@ -142,25 +143,33 @@ def power_equivalence(n: int | np.ndarray, delta: float, margin: float, sd: floa
 _GAUSS_NODES, _GAUSS_WEIGHTS = np.polynomial.legendre.leggauss(96)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _chi_range(df: int) -> tuple[float, float]:
     """Where s / sd lies over df degrees of freedom but for 1e-12 in each tail."""
     low, high = stats.chi.ppf([1e-12, 1 - 1e-12], df) / math.sqrt(df)
     return float(low), float(high)
 
 
-def power(kind: str, n: int | np.ndarray, effect: float, margin: float | None, sd: float, level: float
-          ) -> np.ndarray:
+def power(kind: str, n: int | np.ndarray, effect: float, margin: float | None, sd: float, level: float) -> np.ndarray:
     """The power of a row's decision at n seeds: to show equivalence within the margin when the true difference is
     `effect` (EQUIVALENCE), or to resolve `effect`'s sign (DIFFERENCE, OWN)."""
     if kind == EQUIVALENCE:
+        if margin is None:
+            raise ValueError("an equivalence row's power needs a margin")
         return power_equivalence(n, effect, margin, sd, level)
     return power_difference(n, effect, sd, level)
 
 
 @functools.lru_cache(maxsize=1024)  # a table's equivalence rows share one plan; the tests simulate many tables
-def seeds_needed(kind: str, effect: float | None, margin: float | None, sd: float | None, level: float,
-                 target: float = POWER, up_to: int = SEEDS_UP_TO) -> int | None:
+def seeds_needed(
+    kind: str,
+    effect: float | None,
+    margin: float | None,
+    sd: float | None,
+    level: float,
+    target: float = POWER,
+    up_to: int = SEEDS_UP_TO,
+) -> int | None:
     """The fewest seeds (2 .. up_to) at which a row's decision has power `target` at a true difference `effect`,
     when paired differences spread with standard deviation sd. None: nothing to plan (no effect, no spread, no
     margin for an equivalence) or more than up_to seeds."""
@@ -170,6 +179,7 @@ def seeds_needed(kind: str, effect: float | None, margin: float | None, sd: floa
         return None
     if kind != EQUIVALENCE and effect == 0:
         return None
+
     def enough(n: int) -> bool:
         return float(power(kind, n, effect, margin, sd, level)[0]) >= target
 
@@ -236,5 +246,6 @@ class Design:
         if self.bleu_scale is not None and not self.bleu_scale > 0:
             raise ValueError(f"aggregate.bleu_scale must be > 0 or null, got {self.bleu_scale}")
         if self.max_seeds < 2:
-            raise ValueError(f"aggregate.max_seeds must be at least 2 (a paired t needs two seeds), got "
-                             f"{self.max_seeds}")
+            raise ValueError(
+                f"aggregate.max_seeds must be at least 2 (a paired t needs two seeds), got {self.max_seeds}"
+            )

@@ -1,4 +1,5 @@
 """The aggregate stage: Table 2 and Table 3 from every run folder, logged to one wandb run of job_type aggregate."""
+
 from __future__ import annotations
 
 import csv
@@ -37,9 +38,16 @@ def design_of(cfg: DictConfig, seeds: dict[str, list[int]], pilot: list[int]) ->
     """How Table 3 decides (cfg.aggregate's verdict keys), at this setting, at the design's stage: extended once any
     row has seeds beyond the pilot's."""
     a = cfg.aggregate
-    return Design(alpha=a.alpha, power=a.power, margin_bleu=a.margin_bleu, bleu_scale=a.bleu_scale,
-                  max_seeds=a.max_seeds, paper_setting=cfg.scale.name == "paper" and cfg.data.name == "wmt14_en_de",
-                  pilot_seeds=tuple(pilot), extended=any(set(s) - set(pilot) for s in seeds.values()))
+    return Design(
+        alpha=a.alpha,
+        power=a.power,
+        margin_bleu=a.margin_bleu,
+        bleu_scale=a.bleu_scale,
+        max_seeds=a.max_seeds,
+        paper_setting=cfg.scale.name == "paper" and cfg.data.name == "wmt14_en_de",
+        pilot_seeds=tuple(pilot),
+        extended=any(set(s) - set(pilot) for s in seeds.values()),
+    )
 
 
 def averaged_checkpoints(rows: list[str]) -> dict[str, int]:
@@ -48,8 +56,10 @@ def averaged_checkpoints(rows: list[str]) -> dict[str, int]:
     from aiayn.config import CONF_DIR
     from aiayn.config.rowfile import read_row
 
-    return {row: int(read_row(path).average_last) if (path := CONF_DIR / "row" / f"{row}.yaml").is_file() else 0
-            for row in rows}
+    return {
+        row: int(read_row(path).average_last) if (path := CONF_DIR / "row" / f"{row}.yaml").is_file() else 0
+        for row in rows
+    }
 
 
 def aggregate(cfg: DictConfig) -> dict[str, Any]:
@@ -57,27 +67,50 @@ def aggregate(cfg: DictConfig) -> dict[str, Any]:
     design = design_of(cfg, seeds, pilot)
     raw, averages = Path(cfg.paths.raw), averaged_checkpoints(rows)
     summary = build_tables(
-        runs_dir=Path(cfg.paths.runs), evals_dir=Path(cfg.paths.evals), rows=rows, seeds=seeds,
-        refs={"valid": raw / "valid.tgt", "test": raw / "test.tgt"}, out_dir=Path(cfg.paths.results),
+        runs_dir=Path(cfg.paths.runs),
+        evals_dir=Path(cfg.paths.evals),
+        rows=rows,
+        seeds=seeds,
+        refs={"valid": raw / "valid.tgt", "test": raw / "test.tgt"},
+        out_dir=Path(cfg.paths.results),
         sustained_flops_per_device=cfg.aggregate.sustained_flops_per_device,
-        variant=dict(cfg.variant), average_last=averages, design=design,
+        variant=dict(cfg.variant),
+        average_last=averages,
+        design=design,
     )
     # `dvc metrics show` / `dvc exp show` read JSON: the headline numbers of Tables 3 and 2 (full tables: CSV).
-    atomic_write_json(Path(cfg.paths.results) / "metrics.json",
-                      {"table3": table3_metrics(summary["table3"]), "table2": table2_metrics(summary["table2"])})
+    atomic_write_json(
+        Path(cfg.paths.results) / "metrics.json",
+        {"table3": table3_metrics(summary["table3"]), "table2": table2_metrics(summary["table2"])},
+    )
     _log(cfg, summary, Path(cfg.paths.results), inputs(cfg, seeds, averages))
     return summary
 
 
 def inputs(cfg: DictConfig, seeds: dict[str, list[int]], average_last: dict[str, int]) -> list[tracking.ArtifactSpec]:
     """The evaluation artifacts the tables were made from: every run of the table's variant that was evaluated."""
-    specs = [RunSpec.for_row(row, seed, dict(cfg.variant), average_last.get(row, 0), cfg.paths.runs,
-                             cfg.paths.evals) for row, row_seeds in seeds.items() for seed in row_seeds]
+    specs = [
+        RunSpec.for_row(row, seed, dict(cfg.variant), average_last.get(row, 0), cfg.paths.runs, cfg.paths.evals)
+        for row, row_seeds in seeds.items()
+        for seed in row_seeds
+    ]
     return [tracking.eval_artifact(spec) for spec in specs if (spec.eval_dir / runspec.EVAL).is_file()]
 
 
-RESULT_FILES = ("table3.md", "table3.csv", "table3.tex", "table2.md", "table2.csv", "table2.tex", "sweep.md",
-                "sweep.csv", "metrics.json", "curves.csv", "bleu_by_row.png", "learning_curves.png")
+RESULT_FILES = (
+    "table3.md",
+    "table3.csv",
+    "table3.tex",
+    "table2.md",
+    "table2.csv",
+    "table2.tex",
+    "sweep.md",
+    "sweep.csv",
+    "metrics.json",
+    "curves.csv",
+    "bleu_by_row.png",
+    "learning_curves.png",
+)
 
 
 def _log(cfg: DictConfig, summary: dict[str, Any], results: Path, used: list[tracking.ArtifactSpec]) -> None:
@@ -97,17 +130,23 @@ def _log(cfg: DictConfig, summary: dict[str, Any], results: Path, used: list[tra
                 with open(path, encoding="utf-8", newline="") as f:
                     records = list(csv.reader(f))
                 if records:
-                    run.log({name: wandb.Table(columns=records[0], data=records[1:])})
-        bars = wandb.Table(columns=["row", "dev/bleu", "dev/bleu_ci95", "verdict"],
-                           data=[[r["row"], m.get("dev_bleu"), m.get("dev_bleu_ci95"), m.get("verdict")]
-                                 for r in summary["table3"] for m in [table3_metrics([r])[r["row"]]]])
+                    run.log({name: wandb.Table(columns=list(records[0]), data=records[1:])})
+        bars = wandb.Table(
+            columns=["row", "dev/bleu", "dev/bleu_ci95", "verdict"],
+            data=[
+                [r["row"], m.get("dev_bleu"), m.get("dev_bleu_ci95"), m.get("verdict")]
+                for r in summary["table3"]
+                for m in [table3_metrics([r])[r["row"]]]
+            ],
+        )
         run.log({"dev/bleu_by_row": wandb.plot.bar(bars, "row", "dev/bleu", title="dev BLEU by row (mean over seeds)")})
         for png in sorted(results.glob("*.png")):
             run.log({png.stem: wandb.Image(str(png))})
         for row, values in table3_metrics(summary["table3"]).items():
             run.summary.update({f"dev/{key.removeprefix('dev_')}/{row}": v for key, v in values.items()})
-        tracking.log_output(run, tracking.ArtifactSpec(f"tables-{cfg.scale.name}", "results", results, copy=True,
-                                                       files=RESULT_FILES))
+        tracking.log_output(
+            run, tracking.ArtifactSpec(f"tables-{cfg.scale.name}", "results", results, copy=True, files=RESULT_FILES)
+        )
     except Exception as err:
         log.warning("could not log the tables to wandb: %s", tracking.scrub(str(err)))
     finally:

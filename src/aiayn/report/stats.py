@@ -1,4 +1,5 @@
 """Statistics over seeds: Student-t confidence intervals and paired t-tests (scipy)."""
+
 from __future__ import annotations
 
 import math

@@ -1,4 +1,5 @@
 """The aggregate stage's one call: read every run, write Tables 2 and 3 and the figures, return a summary."""
+
 from __future__ import annotations
 
 import math
@@ -7,13 +8,13 @@ from pathlib import Path
 from typing import Any
 
 from aiayn import runspec
-from aiayn.io import atomic_write_text, read_lines
 from aiayn.curve import read_curve
+from aiayn.io import atomic_write_text, read_lines
 from aiayn.report.collect import RunRecord, Seeds, collect_runs, row_settings, seeds_by_row
 from aiayn.report.paper import paper_table3
-from aiayn.report.sweep import build_sweep, collect_points, write_sweep
 from aiayn.report.plots import plot_bleu_by_row, plot_learning_curves
 from aiayn.report.significance import Design
+from aiayn.report.sweep import build_sweep, collect_points, write_sweep
 from aiayn.report.table2 import P100_SUSTAINED_FLOPS, build_table2, write_table2
 from aiayn.report.table3 import build_table3, write_table3
 
@@ -59,7 +60,7 @@ def sentence_lengths(refs: Mapping[str, Path]) -> tuple[float, float]:
 
 
 def describe_seeds(seeds: Mapping[str, Sequence[int]]) -> str:
-    """"1 2 3" when every row has the same seeds, else the seeds most rows have and each other row's."""
+    """ "1 2 3" when every row has the same seeds, else the seeds most rows have and each other row's."""
     lists = [tuple(s) for s in seeds.values()]
     if not lists:
         return ""
@@ -69,9 +70,15 @@ def describe_seeds(seeds: Mapping[str, Sequence[int]]) -> str:
 
 
 def aggregate(
-    runs_dir: Path, rows: Iterable[str], seeds: Seeds, refs: Mapping[str, Path], out_dir: Path,
-    sustained_flops_per_device: float = P100_SUSTAINED_FLOPS, evals_dir: Path | None = None,
-    variant: Mapping[str, Any] | None = None, average_last: Mapping[str, int] | None = None,
+    runs_dir: Path,
+    rows: Iterable[str],
+    seeds: Seeds,
+    refs: Mapping[str, Path],
+    out_dir: Path,
+    sustained_flops_per_device: float = P100_SUSTAINED_FLOPS,
+    evals_dir: Path | None = None,
+    variant: Mapping[str, Any] | None = None,
+    average_last: Mapping[str, int] | None = None,
     design: Design = Design(),
 ) -> dict[str, Any]:
     """Write table3.{md,csv,tex}, table2.{md,csv,tex}, sweep.{md,csv}, bleu_by_row.png and learning_curves.png.
@@ -88,19 +95,27 @@ def aggregate(
     records = collect_runs(Path(runs_dir), rows, seeds, evals_dir, variant, average_last)
     ok = [r for r in records if r.ok]
     lengths = sentence_lengths(refs)
-    context = dict(scale=_distinct(ok, "scale", "name"), data=_distinct(ok, "data", "name"),
-                   dev_signature=signatures(ok, "dev"), test_signature=signatures(ok, "test"),
-                   seeds=describe_seeds(seeds), sustained_flops_per_device=sustained_flops_per_device,
-                   lengths=f"{lengths[0]:.1f}/{lengths[1]:.1f} words")
+    context = dict(
+        scale=_distinct(ok, "scale", "name"),
+        data=_distinct(ok, "data", "name"),
+        dev_signature=signatures(ok, "dev"),
+        test_signature=signatures(ok, "test"),
+        seeds=describe_seeds(seeds),
+        sustained_flops_per_device=sustained_flops_per_device,
+        lengths=f"{lengths[0]:.1f}/{lengths[1]:.1f} words",
+    )
     table3 = build_table3(records, design)
     table2 = build_table2(records, lengths, sustained_flops_per_device)
     curves = {f"{r.row}/seed{r.seed}": r.path / runspec.CURVE for r in records if (r.path / runspec.CURVE).is_file()}
     sweep, swept = build_sweep(collect_points(Path(evals_dir or runs_dir), rows))
-    outputs = [*write_table3(table3, out_dir, context, design), *write_table2(table2, out_dir, context),
-               *write_sweep(sweep, swept, out_dir),
-               write_curves(curves, out_dir / "curves.csv"),
-               plot_bleu_by_row(table3, out_dir / "bleu_by_row.png"),
-               plot_learning_curves(curves, out_dir / "learning_curves.png", paper_perplexities(records, context))]
+    outputs = [
+        *write_table3(table3, out_dir, context, design),
+        *write_table2(table2, out_dir, context),
+        *write_sweep(sweep, swept, out_dir),
+        write_curves(curves, out_dir / "curves.csv"),
+        plot_bleu_by_row(table3, out_dir / "bleu_by_row.png"),
+        plot_learning_curves(curves, out_dir / "learning_curves.png", paper_perplexities(records, context)),
+    ]
     return {
         "n_runs": len(records),
         "n_ok": len(ok),

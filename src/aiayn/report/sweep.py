@@ -4,18 +4,28 @@ Hydra sweeps or `dvc exp` runs), one line per (row, override set), with the swep
 Each line: seeds, dev BLEU and dev PPL mean ± 95% CI over them, and the difference from the row's reference point
 paired by seed: the row itself (no overrides) when it was evaluated, else the row's first variant.
 """
+
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from aiayn import runspec
 from aiayn.report.collect import find_variants, read_eval
-from aiayn.report.formats import (DASH, Column, atomic_write_text, bracket, ci_cells, csv_columns, csv_text,
-                                  markdown_table, shown)
+from aiayn.report.formats import (
+    DASH,
+    Column,
+    atomic_write_text,
+    bracket,
+    ci_cells,
+    csv_columns,
+    csv_text,
+    markdown_table,
+    shown,
+)
 from aiayn.report.stats import exp_or_none, mean_ci, paired_test
 
 ROW_ITSELF = "(row)"  # the variant column of a row's own runs
@@ -52,7 +62,6 @@ def collect_points(evals_dir: Path, rows: Iterable[str]) -> list[Point]:
     return points
 
 
-
 def build_sweep(points: Sequence[Point]) -> tuple[list[dict[str, Any]], list[str]]:
     """The table's lines and the swept keys (every key any variant sets, in first-seen order)."""
     keys = list(dict.fromkeys(k for p in points for k in p.variant))
@@ -62,21 +71,38 @@ def build_sweep(points: Sequence[Point]) -> tuple[list[dict[str, Any]], list[str
     lines = []
     for p in points:
         bleu, log_ppl, ref = mean_ci(p.bleu.values()), mean_ci(p.log_ppl.values()), reference[p.row]
-        line: dict[str, Any] = dict(row=p.row, variant=p.folder.rstrip("/") or ROW_ITSELF, n_seeds=len(p.bleu),
-                                    seeds=" ".join(map(str, sorted(p.bleu))), bleu_mean=bleu.mean,
-                                    bleu_ci95_low=bleu.low, bleu_ci95_high=bleu.high,
-                                    ppl_gmean=exp_or_none(log_ppl.mean), ppl_ci95_low=exp_or_none(log_ppl.low),
-                                    ppl_ci95_high=exp_or_none(log_ppl.high),
-                                    reference=ref.folder.rstrip("/") or ROW_ITSELF)
+        line: dict[str, Any] = dict(
+            row=p.row,
+            variant=p.folder.rstrip("/") or ROW_ITSELF,
+            n_seeds=len(p.bleu),
+            seeds=" ".join(map(str, sorted(p.bleu))),
+            bleu_mean=bleu.mean,
+            bleu_ci95_low=bleu.low,
+            bleu_ci95_high=bleu.high,
+            ppl_gmean=exp_or_none(log_ppl.mean),
+            ppl_ci95_low=exp_or_none(log_ppl.low),
+            ppl_ci95_high=exp_or_none(log_ppl.high),
+            reference=ref.folder.rstrip("/") or ROW_ITSELF,
+        )
         line.update({f"set.{k}": p.variant.get(k) for k in keys})
         if p is not ref:
             d_bleu, d_ppl = paired_test(p.bleu, ref.bleu), paired_test(p.log_ppl, ref.log_ppl)
-            line.update(delta_bleu=d_bleu.mean_diff, delta_bleu_ci95_low=d_bleu.low,
-                        delta_bleu_ci95_high=d_bleu.high, delta_bleu_p=d_bleu.p_value,
-                        ppl_ratio=exp_or_none(d_ppl.mean_diff), ppl_ratio_ci95_low=exp_or_none(d_ppl.low),
-                        ppl_ratio_ci95_high=exp_or_none(d_ppl.high))
+            line.update(
+                delta_bleu=d_bleu.mean_diff,
+                delta_bleu_ci95_low=d_bleu.low,
+                delta_bleu_ci95_high=d_bleu.high,
+                delta_bleu_p=d_bleu.p_value,
+                ppl_ratio=exp_or_none(d_ppl.mean_diff),
+                ppl_ratio_ci95_low=exp_or_none(d_ppl.low),
+                ppl_ratio_ci95_high=exp_or_none(d_ppl.high),
+            )
         lines.append(line)
     return lines, keys
+
+
+def _set_cell(key: str) -> Callable[[Mapping[str, Any]], str]:
+    """The cell of one swept key: its value, or a dash where the row kept its own."""
+    return lambda r: DASH if r.get(f"set.{key}") is None else str(r[f"set.{key}"])
 
 
 def columns(keys: Sequence[str]) -> tuple[Column, ...]:
@@ -84,16 +110,22 @@ def columns(keys: Sequence[str]) -> tuple[Column, ...]:
     delta_keys, delta_cell = ci_cells("delta_bleu", sign=True)
     return (
         Column("Row", ("row", "variant")),
-        *(Column(key, (f"set.{key}",), lambda r, k=key: DASH if r.get(f"set.{k}") is None else str(r[f"set.{k}"]))
-          for key in keys),
+        *(Column(key, (f"set.{key}",), _set_cell(key)) for key in keys),
         Column("n", ("n_seeds", "seeds")),
         Column("dev BLEU", *ci_cells("bleu")),
         Column("ΔBLEU", delta_keys + ("delta_bleu_p",), delta_cell),
-        Column("dev PPL", ("ppl_gmean", "ppl_ci95_low", "ppl_ci95_high"),
-               lambda r: bracket(r["ppl_ci95_low"], r["ppl_ci95_high"], mean=r["ppl_gmean"], sign=False)),
-        Column("PPL ÷ reference", ("ppl_ratio", "ppl_ratio_ci95_low", "ppl_ratio_ci95_high"),
-               lambda r: bracket(r.get("ppl_ratio_ci95_low"), r.get("ppl_ratio_ci95_high"), mean=r.get("ppl_ratio"),
-                                 sign=False, digits=3)),
+        Column(
+            "dev PPL",
+            ("ppl_gmean", "ppl_ci95_low", "ppl_ci95_high"),
+            lambda r: bracket(r["ppl_ci95_low"], r["ppl_ci95_high"], mean=r["ppl_gmean"], sign=False),
+        ),
+        Column(
+            "PPL ÷ reference",
+            ("ppl_ratio", "ppl_ratio_ci95_low", "ppl_ratio_ci95_high"),
+            lambda r: bracket(
+                r.get("ppl_ratio_ci95_low"), r.get("ppl_ratio_ci95_high"), mean=r.get("ppl_ratio"), sign=False, digits=3
+            ),
+        ),
         Column("Δ against", ("reference",)),
     )
 
@@ -102,13 +134,18 @@ def write_sweep(lines: Sequence[dict[str, Any]], keys: Sequence[str], out_dir: P
     """results/sweep.md and sweep.csv (one line per row and override set)."""
     cols = columns(keys)
     header, body = shown(cols, lines)
-    md = ("# Sweep: every evaluated override set of each row\n\n"
-          + (markdown_table(header, body) if lines else "No evaluated runs.\n") + "\n"
-          "One line per row and override set found under evals/ (Hydra sweeps, `dvc exp` runs); a dash: the "
-          "scale's and row's own value. dev BLEU (sacreBLEU) is the mean ± half-width of a 95% Student-t "
-          "interval over seeds, dev PPL the geometric mean with its 95% interval (averaged on log PPL); Δ and the "
-          "PPL ratio are paired by seed against the row's own runs when they were evaluated, else against the "
-          "row's first override set (column 'Δ against'). Every row from its last checkpoint, as Table 3.\n")
+    md = (
+        "# Sweep: every evaluated override set of each row\n\n"
+        + (markdown_table(header, body) if lines else "No evaluated runs.\n")
+        + "\n"
+        "One line per row and override set found under evals/ (Hydra sweeps, `dvc exp` runs); a dash: the "
+        "scale's and row's own value. dev BLEU (sacreBLEU) is the mean ± half-width of a 95% Student-t "
+        "interval over seeds, dev PPL the geometric mean with its 95% interval (averaged on log PPL); Δ and the "
+        "PPL ratio are paired by seed against the row's own runs when they were evaluated, else against the "
+        "row's first override set (column 'Δ against'). Every row from its last checkpoint, as Table 3.\n"
+    )
     out_dir = Path(out_dir)
-    return [atomic_write_text(out_dir / "sweep.md", md),
-            atomic_write_text(out_dir / "sweep.csv", csv_text(lines, csv_columns(cols)))]
+    return [
+        atomic_write_text(out_dir / "sweep.md", md),
+        atomic_write_text(out_dir / "sweep.csv", csv_text(lines, csv_columns(cols))),
+    ]

@@ -1,4 +1,5 @@
 """Table 2 (test BLEU and training cost): our base and big beside the paper's systems."""
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -7,8 +8,20 @@ from typing import Any
 
 from aiayn.flops import training_flops
 from aiayn.report.collect import RunRecord, row_settings
-from aiayn.report.formats import (DASH, Column, atomic_write_text, ci_cells, csv_columns, csv_text, latex_tabular,
-                                  markdown_table, metrics, num, sci, shown)
+from aiayn.report.formats import (
+    DASH,
+    Column,
+    atomic_write_text,
+    ci_cells,
+    csv_columns,
+    csv_text,
+    latex_tabular,
+    markdown_table,
+    metrics,
+    num,
+    sci,
+    shown,
+)
 from aiayn.report.paper import paper_bleu_and_cost, paper_table2
 from aiayn.report.stats import mean_ci
 
@@ -35,7 +48,7 @@ KEYS = csv_columns(COLUMNS)
 
 
 def language_pair(config: Mapping[str, Any]) -> str | None:
-    """"en_de" from the resolved run config's data.src_lang / data.tgt_lang (the paper's column names)."""
+    """ "en_de" from the resolved run config's data.src_lang / data.tgt_lang (the paper's column names)."""
     data = config.get("data") or {}
     src, tgt = data.get("src_lang"), data.get("tgt_lang")
     return f"{src}_{tgt}".lower() if src and tgt else None
@@ -56,7 +69,7 @@ def device_hours(train: Mapping[str, Any]) -> float | None:
 
 
 def device_hours_cell(row: Mapping[str, Any]) -> str:
-    """"0.0062 (1x cpu)": device-hours per run (mean over seeds) and what ran them."""
+    """ "0.0062 (1x cpu)": device-hours per run (mean over seeds) and what ran them."""
     if row.get("device_hours") is None:
         return DASH
     hours = row["device_hours"]
@@ -75,8 +88,9 @@ def counted_flops(rec: RunRecord, lengths: tuple[float, float]) -> float | None:
         return None  # a config without the model sizes leaves the cell blank rather than stopping the report
 
 
-def _ours(name: str, pair: str, recs: Sequence[RunRecord], sustained: float, lengths: tuple[float, float]
-          ) -> dict[str, Any]:
+def _ours(
+    name: str, pair: str, recs: Sequence[RunRecord], sustained: float, lengths: tuple[float, float]
+) -> dict[str, Any]:
     """Our system `name` (a row) on one language pair, beside the paper's system it reproduces (row.paper.table2)."""
     bleu = mean_ci(v for r in recs if (v := r.score("test", "bleu")) is not None)
     tok = mean_ci(v for r in recs if (v := r.score("test", "bleu_paper")) is not None)
@@ -88,17 +102,32 @@ def _ours(name: str, pair: str, recs: Sequence[RunRecord], sustained: float, len
     devices = sorted({f"{d.get('count')}x {d.get('name')}" for r in recs if (d := r.train.get("device"))})
     ref = (row_settings(recs).get("paper") or {}).get("table2")
     paper_bleu, paper_cost = paper_bleu_and_cost(ref, pair) if ref else (None, None)
-    return dict(system=f"{ref or name}, ours", source="ours", row=name, pair=pair, n_seeds=len(recs),
-                checkpoints_averaged=" ".join(map(str, averaged)) or None,
-                bleu_mean=bleu.mean, bleu_ci95_low=bleu.low, bleu_ci95_high=bleu.high,
-                bleu_tok_mean=tok.mean, bleu_tok_ci95_low=tok.low, bleu_tok_ci95_high=tok.high,
-                paper_bleu=paper_bleu, train_flops_estimated=est.mean, train_flops_counted=counted.mean,
-                paper_train_flops=paper_cost, device_hours=hours.mean, wall_time_s=wall.mean,
-                devices=", ".join(devices) or None)
+    return dict(
+        system=f"{ref or name}, ours",
+        source="ours",
+        row=name,
+        pair=pair,
+        n_seeds=len(recs),
+        checkpoints_averaged=" ".join(map(str, averaged)) or None,
+        bleu_mean=bleu.mean,
+        bleu_ci95_low=bleu.low,
+        bleu_ci95_high=bleu.high,
+        bleu_tok_mean=tok.mean,
+        bleu_tok_ci95_low=tok.low,
+        bleu_tok_ci95_high=tok.high,
+        paper_bleu=paper_bleu,
+        train_flops_estimated=est.mean,
+        train_flops_counted=counted.mean,
+        paper_train_flops=paper_cost,
+        device_hours=hours.mean,
+        wall_time_s=wall.mean,
+        devices=", ".join(devices) or None,
+    )
 
 
-def build_table2(records: Sequence[RunRecord], lengths: tuple[float, float],
-                 sustained_flops_per_device: float = P100_SUSTAINED_FLOPS) -> list[dict[str, Any]]:
+def build_table2(
+    records: Sequence[RunRecord], lengths: tuple[float, float], sustained_flops_per_device: float = P100_SUSTAINED_FLOPS
+) -> list[dict[str, Any]]:
     """Our base/big per language pair run, then the paper's Table 2 systems for those pairs.
 
     `lengths` are the average source and target sentence lengths (tokens) that counted attention FLOPs use.
@@ -110,14 +139,19 @@ def build_table2(records: Sequence[RunRecord], lengths: tuple[float, float],
             groups.setdefault((rec.row, pair), []).append(rec)
     pairs = sorted({pair for _, pair in groups}) or ["en_de"]
     names = list(dict.fromkeys(name for name, _ in groups))  # the rows in the order the records come
-    rows = [_ours(name, pair, groups[(name, pair)], sustained_flops_per_device, lengths)
-            for name in names for pair in pairs if (name, pair) in groups]
+    rows = [
+        _ours(name, pair, groups[(name, pair)], sustained_flops_per_device, lengths)
+        for name in names
+        for pair in pairs
+        if (name, pair) in groups
+    ]
     for pair in pairs:
         for entry in paper_table2():
             bleu, cost = paper_bleu_and_cost(entry["model"], pair)
             if bleu is not None or cost is not None:
-                rows.append(dict(system=entry["model"], source="paper", pair=pair, paper_bleu=bleu,
-                                 paper_train_flops=cost))
+                rows.append(
+                    dict(system=entry["model"], source="paper", pair=pair, paper_bleu=bleu, paper_train_flops=cost)
+                )
     return [{k: row.get(k) for k in KEYS} for row in rows]
 
 
@@ -150,6 +184,8 @@ def write_table2(rows: Sequence[dict[str, Any]], out_dir: Path, context: Mapping
         f"sacreBLEU signature of test BLEU (sacre): {context.get('test_signature') or DASH}.\n"
     )
     out_dir = Path(out_dir)
-    return [atomic_write_text(out_dir / "table2.md", text),
-            atomic_write_text(out_dir / "table2.csv", csv_text(rows, KEYS)),
-            atomic_write_text(out_dir / "table2.tex", latex_tabular(header, body, rule_after=(n_ours - 1,)))]
+    return [
+        atomic_write_text(out_dir / "table2.md", text),
+        atomic_write_text(out_dir / "table2.csv", csv_text(rows, KEYS)),
+        atomic_write_text(out_dir / "table2.tex", latex_tabular(header, body, rule_after=(n_ours - 1,))),
+    ]

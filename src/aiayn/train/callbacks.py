@@ -3,6 +3,7 @@
 Each keeps its state in the checkpoint, so a run killed and resumed reports the same totals and the same curve
 as one that never stopped.
 """
+
 from __future__ import annotations
 
 import logging
@@ -66,9 +67,16 @@ class RunProgress(L.Callback):
             pl_module.check_finite()
             if trainer.is_global_zero:
                 session = now - self._t0
-                log.info("step %d/%d  loss %.4f  lr %.3g  tokens/s %.0f  elapsed %s  ETA %s", step, trainer.max_steps,
-                         float(self._train_loss), lr, tokens_per_s, clock(self.elapsed()),
-                         eta(step - self._start_step, trainer.max_steps - self._start_step, session))
+                log.info(
+                    "step %d/%d  loss %.4f  lr %.3g  tokens/s %.0f  elapsed %s  ETA %s",
+                    step,
+                    trainer.max_steps,
+                    float(self._train_loss),
+                    lr,
+                    tokens_per_s,
+                    clock(self.elapsed()),
+                    eta(step - self._start_step, trainer.max_steps - self._start_step, session),
+                )
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._read_train_loss(trainer)
@@ -105,7 +113,7 @@ class CurveWriter(L.Callback):
 
     def _record(self, trainer: L.Trainer, keys: tuple[str, ...]) -> None:
         metrics = trainer.callback_metrics
-        row = {"step": trainer.global_step}
+        row: dict[str, float] = {"step": trainer.global_step}
         row.update({k: round(float(metrics[k]), 6) for k in keys if k in metrics})
         if self.rows and self.rows[-1]["step"] == row["step"]:
             self.rows[-1].update(row)
@@ -149,10 +157,10 @@ class RngState(L.Callback):
         torch.manual_seed(int(np.random.SeedSequence(key).generate_state(1, np.uint64)[0] >> 1))
 
     def on_save_checkpoint(self, trainer, pl_module, checkpoint: dict[str, Any]) -> None:
-        kind, keys, pos, has_gauss, gauss = np.random.get_state()
+        kind, keys, pos, has_gauss, gauss = np.random.get_state()  # the legacy tuple (the default)
         checkpoint["rng_states"] = {  # plain types and tensors only, so weights_only=True loads them
             "python": random.getstate(),
-            "numpy": (kind, torch.from_numpy(keys.astype(np.int64)), int(pos), int(has_gauss), float(gauss)),
+            "numpy": (kind, torch.from_numpy(np.asarray(keys, dtype=np.int64)), int(pos), int(has_gauss), float(gauss)),
             "torch": torch.get_rng_state(),
             "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
         }

@@ -11,7 +11,10 @@ cross-entropy, in plain PyTorch ops. Switched on by train.loss_chunk_tokens (0, 
 
 Dimensions: N target tokens (flattened), C tokens per chunk, D = d_model, V vocabulary size.
 """
+
 from __future__ import annotations
+
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -22,16 +25,17 @@ from aiayn.train.loss import smoothed_nll_from_lprobs, smoothed_nll_grad
 
 class _ChunkedLoss(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, hidden: Tensor, weight: Tensor, target: Tensor, epsilon: float, pad_id: int,
-                chunk: int) -> tuple[Tensor, Tensor]:
+    def forward(
+        ctx, hidden: Tensor, weight: Tensor, target: Tensor, epsilon: float, pad_id: int, chunk: int
+    ) -> tuple[Tensor, Tensor]:
         grad_h, grad_w = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
         loss_sum = torch.zeros((), dtype=torch.float32, device=hidden.device)
         nll_sum = torch.zeros((), dtype=torch.float32, device=hidden.device)
-        d_hidden = torch.empty_like(hidden) if grad_h else None  # (N, D)
+        d_hidden: Any = torch.empty_like(hidden) if grad_h else None  # (N, D)
         acc = torch.promote_types(weight.dtype, torch.float32)  # float32 at least, also for bf16 weights
-        d_weight = torch.zeros(weight.shape, dtype=acc, device=weight.device) if grad_w else None  # (V, D)
+        d_weight: Any = torch.zeros(weight.shape, dtype=acc, device=weight.device) if grad_w else None  # (V, D)
         for start in range(0, hidden.size(0), chunk):
-            h, y = hidden[start:start + chunk], target[start:start + chunk]  # (C, D), (C,)
+            h, y = hidden[start : start + chunk], target[start : start + chunk]  # (C, D), (C,)
             logits = F.linear(h, weight)  # (C, V), in autocast's dtype when autocast is on
             lprobs = F.log_softmax(logits, dim=-1, dtype=torch.float32)  # (C, V)
             loss, nll = smoothed_nll_from_lprobs(lprobs, y, epsilon, pad_id)
@@ -40,7 +44,7 @@ class _ChunkedLoss(torch.autograd.Function):
             if grad_h or grad_w:
                 g = smoothed_nll_grad(lprobs, y, epsilon, pad_id).to(logits.dtype)  # (C, V)
                 if grad_h:
-                    d_hidden[start:start + chunk] = g @ weight.to(g.dtype)  # (C, D)
+                    d_hidden[start : start + chunk] = g @ weight.to(g.dtype)  # (C, D)
                 if grad_w:
                     d_weight += g.t() @ h.to(g.dtype)  # (V, D), accumulated in float32 (or wider)
         ctx.save_for_backward(*(t for t in (d_hidden, d_weight) if t is not None))
@@ -56,8 +60,9 @@ class _ChunkedLoss(torch.autograd.Function):
         return d_hidden, d_weight, None, None, None, None
 
 
-def chunked_label_smoothed_nll_loss(hidden: Tensor, weight: Tensor, target: Tensor, epsilon: float, pad_id: int,
-                                    chunk_tokens: int) -> tuple[Tensor, Tensor]:
+def chunked_label_smoothed_nll_loss(
+    hidden: Tensor, weight: Tensor, target: Tensor, epsilon: float, pad_id: int, chunk_tokens: int
+) -> tuple[Tensor, Tensor]:
     """(loss_sum, nll_sum) of `label_smoothed_nll_loss(F.linear(hidden, weight), target, ...)`, `chunk_tokens`
     target tokens at a time. hidden (..., D) before the output projection, weight (V, D), target (...); nll_sum
     carries no gradient (it is logged, not trained on)."""
@@ -70,5 +75,6 @@ def chunked_label_smoothed_nll_loss(hidden: Tensor, weight: Tensor, target: Tens
         raise ValueError(f"label smoothing epsilon must be in [0, 1), got {epsilon!r}")
     if epsilon > 0.0 and vocab < 3:
         raise ValueError(f"label smoothing over V - 2 classes needs a vocabulary of at least 3, got V={vocab}")
-    return _ChunkedLoss.apply(hidden.reshape(-1, hidden.size(-1)), weight, target.reshape(-1), float(epsilon),
-                              int(pad_id), int(chunk_tokens))
+    return _ChunkedLoss.apply(
+        hidden.reshape(-1, hidden.size(-1)), weight, target.reshape(-1), float(epsilon), int(pad_id), int(chunk_tokens)
+    )

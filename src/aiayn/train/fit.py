@@ -5,6 +5,7 @@ checkpoints moved aside) is aiayn.train.run_dir's.
 Writes config.yaml (first, so a crashed run still says what it was), checkpoints/ (resumed when the fingerprint
 matches), curve.csv and, at the end, train.json.
 """
+
 from __future__ import annotations
 
 import logging
@@ -15,24 +16,31 @@ from typing import Any, NamedTuple
 
 import lightning as L
 import torch
-from lightning.pytorch.callbacks import ModelCheckpoint
 from omegaconf import DictConfig, OmegaConf
 
 from aiayn import runspec, tracking
+from aiayn.config.resolve import plain
 from aiayn.data.datamodule import TranslationDataModule
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.io import atomic_write_json, atomic_write_text, read_json
 from aiayn.progress import on_terminal
 from aiayn.runspec import RunSpec
-from aiayn.train.callbacks import (AtomicCheckpointIO, CurveWriter, RngState, RunIdentity, RunProgress,
-                                   ValidatedCheckpoint)
+from aiayn.train.callbacks import (
+    AtomicCheckpointIO,
+    CurveWriter,
+    RngState,
+    RunIdentity,
+    RunProgress,
+    ValidatedCheckpoint,
+)
 from aiayn.train.mfu import MFUMonitor
 from aiayn.train.module import TranslationModule
 from aiayn.train.run_dir import lock_run_dir, resume_checkpoint, stored_step
 
 log = logging.getLogger(__name__)
 
-def checkpoint_callbacks(cfg: DictConfig, ckpt_dir: Path) -> list[ModelCheckpoint]:
+
+def checkpoint_callbacks(cfg: DictConfig, ckpt_dir: Path) -> list[ValidatedCheckpoint]:
     """Every K steps or every M minutes (the paper: 10 minutes): the full `last.ckpt` that a run resumes from, and
     weights-only `step-*.ckpt` snapshots, the last `keep_last` of them kept for averaging (none when 0).
 
@@ -52,11 +60,20 @@ def checkpoint_callbacks(cfg: DictConfig, ckpt_dir: Path) -> list[ModelCheckpoin
         snapshot_cadence = {"every_n_train_steps": every} if every else cadence
         # Snapshots older than the last keep_last would be deleted as soon as written: with a step cadence, skip them.
         first_step = t.max_steps - (t.keep_last - 1) * every if every else 0
-        callbacks.append(ValidatedCheckpoint(
-            t.val_every_steps, dirpath=ckpt_dir, filename=runspec.SNAPSHOT, auto_insert_metric_name=False,
-            monitor="step", mode="max", save_top_k=t.keep_last, save_weights_only=True, first_step=first_step,
-            **snapshot_cadence,
-        ))
+        callbacks.append(
+            ValidatedCheckpoint(
+                t.val_every_steps,
+                dirpath=ckpt_dir,
+                filename=runspec.SNAPSHOT,
+                auto_insert_metric_name=False,
+                monitor="step",
+                mode="max",
+                save_top_k=t.keep_last,
+                save_weights_only=True,
+                first_step=first_step,
+                **snapshot_cadence,
+            )
+        )
     return callbacks
 
 
@@ -83,7 +100,8 @@ def batching(cfg: DictConfig) -> Batching:
     kind = CUDAAccelerator if gpu else CPUAccelerator
     if devices == "auto":
         devices = kind.auto_device_count()
-    world = len(kind.get_parallel_devices(kind.parse_devices(devices))) * cfg.trainer.num_nodes
+    parsed: Any = kind.parse_devices(devices)  # an int or a list of indices, as get_parallel_devices takes it
+    world = len(kind.get_parallel_devices(parsed)) * cfg.trainer.num_nodes
     t = cfg.train
     accumulate = max(1, math.ceil(t.batch_tokens / (t.max_tokens * world)))
     return Batching(accumulate, min(t.max_tokens, math.ceil(t.batch_tokens / (world * accumulate))))
@@ -108,19 +126,27 @@ def _train(cfg: DictConfig, spec: RunSpec) -> dict[str, Any]:
     L.seed_everything(cfg.seed, workers=True)
     tokenizer = Tokenizer(bpe_dir / "spm.model")
     batches = batching(cfg)
-    datamodule = TranslationDataModule(bpe_dir, max_tokens=batches.micro_tokens, seed=cfg.seed,
-                                       num_workers=cfg.train.num_workers, val_max_tokens=cfg.train.max_tokens,
-                                       length_bucket=cfg.train.length_bucket)
-    module = TranslationModule(model=OmegaConf.to_container(cfg.model), train=OmegaConf.to_container(cfg.train),
-                               vocab_size=tokenizer.vocab_size, pad_id=tokenizer.pad_id)
+    datamodule = TranslationDataModule(
+        bpe_dir,
+        max_tokens=batches.micro_tokens,
+        seed=cfg.seed,
+        num_workers=cfg.train.num_workers,
+        val_max_tokens=cfg.train.max_tokens,
+        length_bucket=cfg.train.length_bucket,
+    )
+    module = TranslationModule(
+        model=plain(cfg.model),
+        train=plain(cfg.train),
+        vocab_size=tokenizer.vocab_size,
+        pad_id=tokenizer.pad_id,
+    )
     if cfg.train.compile:
         module.compile_step()  # model and loss together; checkpoint keys stay `model.*`
     ident = runspec.fingerprint(cfg, bpe_dir)
     ckpt_path = resume_checkpoint(ckpt_dir, ident, cfg.train.resume)
     summary_file = run_dir / runspec.TRAIN_SUMMARY
     if ckpt_path is not None and summary_file.is_file() and stored_step(ckpt_path) >= cfg.train.max_steps:
-        log.info("%s: already trained to step %d; skipping (train.resume=false retrains)", run_dir,
-                 cfg.train.max_steps)
+        log.info("%s: already trained to step %d; skipping (train.resume=false retrains)", run_dir, cfg.train.max_steps)
         return read_json(summary_file)
     progress = RunProgress(cfg.train.log_every_steps)
     curve = CurveWriter(run_dir / runspec.CURVE, cfg.train.log_every_steps)
@@ -129,18 +155,39 @@ def _train(cfg: DictConfig, spec: RunSpec) -> dict[str, Any]:
     wandb_run = tracking.start_run(cfg, job_type="train", run_id=runspec.wandb_id(ident))
     loggers = [tracking.lightning_logger(wandb_run)] if wandb_run is not None else False
     trainer = L.Trainer(
-        accelerator=cfg.trainer.accelerator, devices=cfg.trainer.devices, num_nodes=cfg.trainer.num_nodes,
-        strategy=cfg.trainer.strategy, precision=cfg.trainer.precision, deterministic=cfg.trainer.deterministic,
-        max_steps=cfg.train.max_steps, accumulate_grad_batches=accumulate,
-        val_check_interval=cfg.train.val_every_steps * accumulate, check_val_every_n_epoch=None,
-        log_every_n_steps=cfg.train.log_every_steps, gradient_clip_val=cfg.train.grad_clip or None,
+        accelerator=cfg.trainer.accelerator,
+        devices=cfg.trainer.devices,
+        num_nodes=cfg.trainer.num_nodes,
+        strategy=cfg.trainer.strategy,
+        precision=cfg.trainer.precision,
+        deterministic=cfg.trainer.deterministic,
+        max_steps=cfg.train.max_steps,
+        accumulate_grad_batches=accumulate,
+        val_check_interval=cfg.train.val_every_steps * accumulate,
+        check_val_every_n_epoch=None,
+        log_every_n_steps=cfg.train.log_every_steps,
+        gradient_clip_val=cfg.train.grad_clip or None,
         # A progress bar only for a person at a terminal; a log file gets RunProgress's lines instead.
-        enable_progress_bar=cfg.trainer.enable_progress_bar and on_terminal(), enable_model_summary=False,
+        enable_progress_bar=cfg.trainer.enable_progress_bar and on_terminal(),
+        enable_model_summary=False,
         logger=loggers,
-        callbacks=[*checkpoint_callbacks(cfg, ckpt_dir), progress, curve, RngState(cfg.seed), RunIdentity(ident),
-                   MFUMonitor(OmegaConf.to_container(cfg.model), tokenizer.vocab_size, cfg.train.log_every_steps,
-                              str(cfg.trainer.precision), cfg.trainer.peak_flops)],
-        num_sanity_val_steps=0, default_root_dir=run_dir, plugins=[AtomicCheckpointIO()],
+        callbacks=[
+            *checkpoint_callbacks(cfg, ckpt_dir),
+            progress,
+            curve,
+            RngState(cfg.seed),
+            RunIdentity(ident),
+            MFUMonitor(
+                plain(cfg.model),
+                tokenizer.vocab_size,
+                cfg.train.log_every_steps,
+                str(cfg.trainer.precision),
+                cfg.trainer.peak_flops,
+            ),
+        ],
+        num_sanity_val_steps=0,
+        default_root_dir=run_dir,
+        plugins=[AtomicCheckpointIO()],
         use_distributed_sampler=False,  # TokenBatchSampler shards by rank itself
     )
     try:
@@ -171,7 +218,10 @@ def _summary(cfg, trainer, module, datamodule, progress, tokenizer, batches: Bat
         "vocab_size": tokenizer.vocab_size,
         "accumulate_grad_batches": batches.accumulate,
         "micro_batch_tokens": batches.micro_tokens,
-        "device": {"accelerator": cfg.trainer.accelerator, "count": int(trainer.world_size),
-                   "name": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"},
+        "device": {
+            "accelerator": cfg.trainer.accelerator,
+            "count": int(trainer.world_size),
+            "name": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
+        },
         "precision": str(cfg.trainer.precision),
     }

@@ -2,6 +2,7 @@
 
 Dimensions: N target tokens (any leading shape, e.g. B x T, flattened), V vocabulary size.
 """
+
 from __future__ import annotations
 
 import torch
@@ -56,6 +57,5 @@ def smoothed_nll_grad(lprobs: Tensor, target: Tensor, epsilon: float, pad_id: in
         grad -= off
         grad[:, pad_id] += off  # q_pad = 0
         gold = off - (1.0 - epsilon)  # q_gold = 1 - eps, of which off is already taken
-    grad.scatter_add_(-1, target[:, None], torch.full((target.numel(), 1), gold, dtype=grad.dtype,
-                                                      device=grad.device))
+    grad.scatter_add_(-1, target[:, None], torch.full((target.numel(), 1), gold, dtype=grad.dtype, device=grad.device))
     return grad.masked_fill_((target == pad_id)[:, None], 0.0)

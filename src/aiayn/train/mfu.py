@@ -4,6 +4,7 @@ Counted FLOPs are the model's matmuls for the real (non-pad) tokens of each micr
 the peak is the device's dense rate at the run's precision, from `trainer.peak_flops` or a small datasheet table.
 Everything here works on host integers the collate already made, so it adds no host-device synchronisation.
 """
+
 from __future__ import annotations
 
 import time
@@ -58,8 +59,14 @@ class MFUMonitor(L.Callback):
     Logged at the same steps as the loss; the window runs from one logged step to the next.
     """
 
-    def __init__(self, model_cfg: Mapping[str, Any], vocab_size: int, log_every_steps: int, precision: str,
-                 peak: float | None = None) -> None:
+    def __init__(
+        self,
+        model_cfg: Mapping[str, Any],
+        vocab_size: int,
+        log_every_steps: int,
+        precision: str,
+        peak: float | None = None,
+    ) -> None:
         if peak is not None and not peak > 0:
             raise ValueError(f"trainer.peak_flops must be positive or null, got {peak!r}")
         self.model_cfg, self.vocab_size = dict(model_cfg), vocab_size

@@ -1,6 +1,7 @@
 """The lifecycle of a run folder (aiayn.runspec names it): who may use it (a lock), which checkpoint it resumes from
 (the one whose fingerprint, aiayn.runspec.fingerprint, matches this run's), and what is moved aside (checkpoints of
 another config, never loaded, never deleted)."""
+
 from __future__ import annotations
 
 import fcntl
@@ -55,8 +56,10 @@ def _stored(path: Path) -> tuple[dict[str, Any], int]:
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except Exception as err:  # truncated, not a zip, unpicklable: name the file, never start over silently
-        raise ValueError(f"{path}: unreadable checkpoint ({type(err).__name__}: {err}); delete it, or rerun with "
-                         f"train.resume=false to move the checkpoints aside and start over") from err
+        raise ValueError(
+            f"{path}: unreadable checkpoint ({type(err).__name__}: {err}); delete it, or rerun with "
+            f"train.resume=false to move the checkpoints aside and start over"
+        ) from err
     return ckpt.get("aiayn_fingerprint") or {}, int(ckpt.get("global_step", -1))
 
 
@@ -67,15 +70,17 @@ def lock_run_dir(run_dir: Path):
     """
     if not tracking.is_rank_zero():
         return None
-    handle = open(run_dir / LOCK, "a+", encoding="utf-8")
+    handle = open(run_dir / LOCK, "a+", encoding="utf-8")  # noqa: SIM115 (the open file is the lock)
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         handle.seek(0)
         owner = handle.read().strip() or "unknown"
         handle.close()
-        raise RuntimeError(f"{run_dir} is in use by another run (pid {owner}, lock {run_dir / LOCK}); wait for "
-                           f"it to finish, or give this run another seed or paths.runs") from None
+        raise RuntimeError(
+            f"{run_dir} is in use by another run (pid {owner}, lock {run_dir / LOCK}); wait for "
+            f"it to finish, or give this run another seed or paths.runs"
+        ) from None
     handle.truncate(0)
     handle.write(f"{os.getpid()}\n")
     handle.flush()

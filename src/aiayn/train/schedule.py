@@ -1,4 +1,5 @@
 """Learning-rate schedule of Eq. 3, section 5.3: linear warmup, then inverse square root decay."""
+
 from __future__ import annotations
 
 
@@ -16,4 +17,3 @@ def inverse_sqrt_lr(step: int, d_model: int, warmup_steps: int, factor: float = 
     if step == 0:
         return 0.0
     return factor * d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.5)
-

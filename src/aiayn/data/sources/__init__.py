@@ -1,4 +1,5 @@
 """Corpus sources for the fetch stage: a local folder of parallel files, and WMT 2014 EN-DE / EN-FR."""
+
 from aiayn.data.sources.local import prepare_local
 from aiayn.data.sources.wmt14 import prepare_wmt14
 

@@ -7,6 +7,7 @@ Checksums come from published tables, never from our own downloads:
 - test sets: md5 from sacreBLEU's DATASETS table ("wmt13" -> wmt13/test.tgz, "wmt14/full" -> wmt14/test-full.tgz).
 A None checksum makes the download warn and print the sum it computed, so a user can pin it here.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -79,56 +80,81 @@ class PairSpec:
 
 
 _STATMT = "https://www.statmt.org"
-EUROPARL = Archive(f"{_STATMT}/wmt13/training-parallel-europarl-v7.tgz",
-                   sha256="0224c7c710c8a063dfd893b0cc0830202d61f4c75c17eb8e31836103d27d96e7")
-COMMONCRAWL = Archive(f"{_STATMT}/wmt13/training-parallel-commoncrawl.tgz",
-                      sha256="c7a74e2ea01ac6c920123108627e35278d4ccb5701e15428ffa34de86fa3a9e5")
-NEWS_COMMENTARY = Archive(f"{_STATMT}/wmt14/training-parallel-nc-v9.tgz",
-                          sha256="cb8953f292298e6877ae433c98912b927cb0766b303f4540512ddd286c748485")
-UN = Archive(f"{_STATMT}/wmt13/training-parallel-un.tgz",
-             sha256="29141b5c1eba149a94f7a59d3b1a834b2e47fe0f8758d68dcd77a3d3f497ee47")
-GIGA_FREN = Archive(f"{_STATMT}/wmt10/training-giga-fren.tar",
-                    sha256="3ff8319f6919393520559bfbc7ad6a747ec81b3abc7be9993b338d4b017b4d9a")
+EUROPARL = Archive(
+    f"{_STATMT}/wmt13/training-parallel-europarl-v7.tgz",
+    sha256="0224c7c710c8a063dfd893b0cc0830202d61f4c75c17eb8e31836103d27d96e7",
+)
+COMMONCRAWL = Archive(
+    f"{_STATMT}/wmt13/training-parallel-commoncrawl.tgz",
+    sha256="c7a74e2ea01ac6c920123108627e35278d4ccb5701e15428ffa34de86fa3a9e5",
+)
+NEWS_COMMENTARY = Archive(
+    f"{_STATMT}/wmt14/training-parallel-nc-v9.tgz",
+    sha256="cb8953f292298e6877ae433c98912b927cb0766b303f4540512ddd286c748485",
+)
+UN = Archive(
+    f"{_STATMT}/wmt13/training-parallel-un.tgz",
+    sha256="29141b5c1eba149a94f7a59d3b1a834b2e47fe0f8758d68dcd77a3d3f497ee47",
+)
+GIGA_FREN = Archive(
+    f"{_STATMT}/wmt10/training-giga-fren.tar", sha256="3ff8319f6919393520559bfbc7ad6a747ec81b3abc7be9993b338d4b017b4d9a"
+)
 # newstest2013 (the paper's dev set) as sacreBLEU's "wmt13" ships it: the same sentences as in WMT14's dev.tgz,
 # but with a published checksum.
 DEV_WMT13 = Archive(f"{_STATMT}/wmt13/test.tgz", md5="48eca5d02f637af44e85186847141f67")
 TEST_FULL = Archive(f"{_STATMT}/wmt14/test-full.tgz", md5="a8cd784e006feb32ac6f3d9ec7eb389a")
 
 NEWSTEST2013 = EvalSet(
-    name="newstest2013", archive=DEV_WMT13.filename,
-    src_member="test/newstest2013-src.{lang}.sgm", ref_member="test/newstest2013-src.{lang}.sgm",
-    expected_lines=3000, description="newstest2013, 3000 lines (sacreBLEU wmt13)")
+    name="newstest2013",
+    archive=DEV_WMT13.filename,
+    src_member="test/newstest2013-src.{lang}.sgm",
+    ref_member="test/newstest2013-src.{lang}.sgm",
+    expected_lines=3000,
+    description="newstest2013, 3000 lines (sacreBLEU wmt13)",
+)
 
 
 def _newstest2014_full(code: str) -> EvalSet:
     """newstest2014 as released after the evaluation: all 3003 lines (sacreBLEU `wmt14/full`)."""
     return EvalSet(
-        name="newstest2014-full", archive=TEST_FULL.filename,
+        name="newstest2014-full",
+        archive=TEST_FULL.filename,
         src_member=f"test-full/newstest2014-{code}-src.{{lang}}.sgm",
         ref_member=f"test-full/newstest2014-{code}-ref.{{lang}}.sgm",
         expected_lines=3003,
-        description="newstest2014-full, 3003 lines (sacreBLEU wmt14/full; NOT the 2737-line filtered set)")
+        description="newstest2014-full, 3003 lines (sacreBLEU wmt14/full; NOT the 2737-line filtered set)",
+    )
 
 
 WMT14_EN_DE = PairSpec(
-    name="wmt14_en_de", langs=("en", "de"),
+    name="wmt14_en_de",
+    langs=("en", "de"),
     archives=(NEWS_COMMENTARY, EUROPARL, COMMONCRAWL, DEV_WMT13, TEST_FULL),
     # Smallest first, so a run capped by max_train_pairs downloads as little as it can.
-    train=(Corpus("news-commentary-v9", NEWS_COMMENTARY.filename, "training/news-commentary-v9.de-en.{lang}"),
-           Corpus("europarl-v7", EUROPARL.filename, "training/europarl-v7.de-en.{lang}"),
-           Corpus("commoncrawl", COMMONCRAWL.filename, "commoncrawl.de-en.{lang}")),
-    valid=NEWSTEST2013, test=_newstest2014_full("deen"))
+    train=(
+        Corpus("news-commentary-v9", NEWS_COMMENTARY.filename, "training/news-commentary-v9.de-en.{lang}"),
+        Corpus("europarl-v7", EUROPARL.filename, "training/europarl-v7.de-en.{lang}"),
+        Corpus("commoncrawl", COMMONCRAWL.filename, "commoncrawl.de-en.{lang}"),
+    ),
+    valid=NEWSTEST2013,
+    test=_newstest2014_full("deen"),
+)
 
 # Departure: see docs/departures.md#wmt14-en-fr-size (these corpora give ~40.8M raw pairs; the paper says 36M).
 WMT14_EN_FR = PairSpec(
-    name="wmt14_en_fr", langs=("en", "fr"),
+    name="wmt14_en_fr",
+    langs=("en", "fr"),
     archives=(NEWS_COMMENTARY, EUROPARL, COMMONCRAWL, UN, GIGA_FREN, DEV_WMT13, TEST_FULL),
-    train=(Corpus("news-commentary-v9", NEWS_COMMENTARY.filename, "training/news-commentary-v9.fr-en.{lang}"),
-           Corpus("europarl-v7", EUROPARL.filename, "training/europarl-v7.fr-en.{lang}"),
-           Corpus("commoncrawl", COMMONCRAWL.filename, "commoncrawl.fr-en.{lang}"),
-           Corpus("un", UN.filename, "un/undoc.2000.fr-en.{lang}"),
-           Corpus("giga-fren", GIGA_FREN.filename, "giga-fren.release2.fixed.{lang}.gz")),
-    valid=NEWSTEST2013, test=_newstest2014_full("fren"))
+    train=(
+        Corpus("news-commentary-v9", NEWS_COMMENTARY.filename, "training/news-commentary-v9.fr-en.{lang}"),
+        Corpus("europarl-v7", EUROPARL.filename, "training/europarl-v7.fr-en.{lang}"),
+        Corpus("commoncrawl", COMMONCRAWL.filename, "commoncrawl.fr-en.{lang}"),
+        Corpus("un", UN.filename, "un/undoc.2000.fr-en.{lang}"),
+        Corpus("giga-fren", GIGA_FREN.filename, "giga-fren.release2.fixed.{lang}.gz"),
+    ),
+    valid=NEWSTEST2013,
+    test=_newstest2014_full("fren"),
+)
 
 WMT14 = {spec.name: spec for spec in (WMT14_EN_DE, WMT14_EN_FR)}
 

@@ -1,4 +1,5 @@
 """WMT 2014 EN-DE / EN-FR (section 5.1): download, extract, clean into the fetch stage's six files + stats.json."""
+
 from __future__ import annotations
 
 import os
@@ -21,8 +22,9 @@ class TestSetError(ValueError):
 class _Fetcher:
     """Fetches catalog archives into `cache_dir` (or reads them from a mirror folder) and extracts members."""
 
-    def __init__(self, spec: PairSpec, cache_dir: Path, mirror: str | os.PathLike | None, progress: bool,
-                 policy: RetryPolicy) -> None:
+    def __init__(
+        self, spec: PairSpec, cache_dir: Path, mirror: str | os.PathLike | None, progress: bool, policy: RetryPolicy
+    ) -> None:
         self.spec, self.cache_dir, self.mirror = spec, Path(cache_dir), mirror
         self.progress, self.policy = progress, policy
         self.used: dict[str, str] = {}
@@ -30,30 +32,40 @@ class _Fetcher:
     def members(self, filename: str, names: list[str]) -> list[Path]:
         """Local paths of `names` inside archive `filename`, downloading and extracting as needed."""
         archive = self.spec.archive(filename)
-        path = fetch(archive.filename, archive.url, self.cache_dir, self.mirror, archive.sha256, archive.md5,
-                     progress=self.progress, policy=self.policy, legacy_filename=archive.legacy_filename)
+        path = fetch(
+            archive.filename,
+            archive.url,
+            self.cache_dir,
+            self.mirror,
+            archive.sha256,
+            archive.md5,
+            progress=self.progress,
+            policy=self.policy,
+            legacy_filename=archive.legacy_filename,
+        )
         self.used[filename] = archive.url if self.mirror is None else f"{self.mirror} (mirror of {archive.url})"
         extracted = extract(path, self.cache_dir / "extracted" / filename, names, self.progress)
         return [extracted[name] for name in names]
 
 
-def _eval_split(fetcher: _Fetcher, eval_set: EvalSet, src_lang: str, tgt_lang: str, out_dir: Path, split: str,
-                clean: CleanOptions) -> dict:
+def _eval_split(
+    fetcher: _Fetcher, eval_set: EvalSet, src_lang: str, tgt_lang: str, out_dir: Path, split: str, clean: CleanOptions
+) -> dict:
     """Write one SGM dev/test set, refusing it unless it has exactly the expected number of segments."""
     src_member, ref_member = eval_set.paths(src_lang, tgt_lang)
     src_path, ref_path = fetcher.members(eval_set.archive, [src_member, ref_member])
     src, ref = read_sgm_pair(src_path, ref_path)
     if len(src) != eval_set.expected_lines:
-        raise TestSetError(f"refusing {src_path}: {len(src)} segments, but {eval_set.name} has "
-                           f"{eval_set.expected_lines} ({eval_set.description}); sets of different sizes "
-                           f"must never be mixed")
+        raise TestSetError(
+            f"refusing {src_path}: {len(src)} segments, but {eval_set.name} has "
+            f"{eval_set.expected_lines} ({eval_set.description}); sets of different sizes "
+            f"must never be mixed"
+        )
     stats = clean_parallel(zip(src, ref), out_dir / f"{split}.src", out_dir / f"{split}.tgt", clean, train=False)
-    return {**stats, "set": eval_set.name, "description": eval_set.description,
-            "files": [src_member, ref_member]}
+    return {**stats, "set": eval_set.name, "description": eval_set.description, "files": [src_member, ref_member]}
 
 
-def _train_pairs(fetcher: _Fetcher, src_lang: str, tgt_lang: str, read: dict[str, int]
-                 ) -> Iterator[tuple[str, str]]:
+def _train_pairs(fetcher: _Fetcher, src_lang: str, tgt_lang: str, read: dict[str, int]) -> Iterator[tuple[str, str]]:
     """The training corpora one after the other, each fetched only when reached; counts lines read per corpus."""
     for corpus in fetcher.spec.train:
         src_path, tgt_path = fetcher.members(corpus.archive, [corpus.path(src_lang), corpus.path(tgt_lang)])
@@ -63,10 +75,20 @@ def _train_pairs(fetcher: _Fetcher, src_lang: str, tgt_lang: str, read: dict[str
             yield pair
 
 
-def prepare_wmt14(pair: str, out_dir: Path, cache_dir: Path, mirror: str | os.PathLike | None = None,
-                  clean: CleanOptions = CleanOptions(), max_train_pairs: int | None = None, progress: bool = True,
-                  *, src_lang: str | None = None, tgt_lang: str | None = None, spec: PairSpec | None = None,
-                  policy: RetryPolicy = RetryPolicy()) -> dict:
+def prepare_wmt14(
+    pair: str,
+    out_dir: Path,
+    cache_dir: Path,
+    mirror: str | os.PathLike | None = None,
+    clean: CleanOptions = CleanOptions(),
+    max_train_pairs: int | None = None,
+    progress: bool = True,
+    *,
+    src_lang: str | None = None,
+    tgt_lang: str | None = None,
+    spec: PairSpec | None = None,
+    policy: RetryPolicy = RetryPolicy(),
+) -> dict:
     """Write `out_dir/{train,valid,test}.{src,tgt}` and `stats.json` for `pair` (wmt14_en_de | wmt14_en_fr).
 
     Train: the paper's corpora, cleaned (CleanOptions); valid: newstest2013; test: newstest2014-full (3003
@@ -75,8 +97,9 @@ def prepare_wmt14(pair: str, out_dir: Path, cache_dir: Path, mirror: str | os.Pa
     spec = spec or wmt14_spec(pair)
     src_lang, tgt_lang = src_lang or spec.langs[0], tgt_lang or spec.langs[1]
     if {src_lang, tgt_lang} != set(spec.langs):
-        raise ValueError(f"data.src_lang/data.tgt_lang = {src_lang}/{tgt_lang} do not match {spec.name} "
-                         f"(languages {spec.langs})")
+        raise ValueError(
+            f"data.src_lang/data.tgt_lang = {src_lang}/{tgt_lang} do not match {spec.name} (languages {spec.langs})"
+        )
     if max_train_pairs is not None and max_train_pairs < 1:
         raise ValueError(f"data.max_train_pairs must be >= 1 or null, got {max_train_pairs}")
     out_dir = Path(out_dir)
@@ -86,12 +109,25 @@ def prepare_wmt14(pair: str, out_dir: Path, cache_dir: Path, mirror: str | os.Pa
     valid = _eval_split(fetcher, spec.valid, src_lang, tgt_lang, out_dir, "valid", clean)
     test = _eval_split(fetcher, spec.test, src_lang, tgt_lang, out_dir, "test", clean)
     read: dict[str, int] = {}
-    train = clean_parallel(_train_pairs(fetcher, src_lang, tgt_lang, read), out_dir / "train.src",
-                           out_dir / "train.tgt", clean, train=True, max_pairs=max_train_pairs)
-    stats = {"source": spec.name, "src_lang": src_lang, "tgt_lang": tgt_lang,
-             "test_set": spec.test.description, "valid_set": spec.valid.description,
-             "clean": asdict(clean) | {"length_filters_apply_to": "train only"},
-             "train": {**train, "corpora_read": read}, "valid": valid, "test": test,
-             "archives": dict(fetcher.used)}
+    train = clean_parallel(
+        _train_pairs(fetcher, src_lang, tgt_lang, read),
+        out_dir / "train.src",
+        out_dir / "train.tgt",
+        clean,
+        train=True,
+        max_pairs=max_train_pairs,
+    )
+    stats = {
+        "source": spec.name,
+        "src_lang": src_lang,
+        "tgt_lang": tgt_lang,
+        "test_set": spec.test.description,
+        "valid_set": spec.valid.description,
+        "clean": asdict(clean) | {"length_filters_apply_to": "train only"},
+        "train": {**train, "corpora_read": read},
+        "valid": valid,
+        "test": test,
+        "archives": dict(fetcher.used),
+    }
     write_json(out_dir / "stats.json", stats)
     return stats
