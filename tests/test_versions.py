@@ -25,13 +25,15 @@ def feature_torch() -> bool:
 
 
 def feature_lightning() -> bool:
-    from lightning.pytorch.callbacks import ModelCheckpoint
+    import inspect
 
-    ckpt = ModelCheckpoint()
-    return (
-        hasattr(ckpt, "_defer_save_until_validation")
-        and hasattr(ckpt, "_save_topk_checkpoint")
-        and hasattr(ckpt, "_save_last_checkpoint")
+    import lightning as L
+    from lightning.pytorch.callbacks import Checkpoint  # noqa: F401
+    from lightning.pytorch.strategies import Strategy
+    from lightning.pytorch.utilities.types import OptimizerLRScheduler  # noqa: F401
+
+    return "weights_only" in inspect.signature(L.Trainer.save_checkpoint).parameters and hasattr(
+        Strategy, "remove_checkpoint"
     )
 
 

@@ -30,7 +30,8 @@ TRAIN_SUMMARY = "train.json"  # written last, when the run finished
 CURVE = "curve.csv"  # aiayn.curve's columns
 CHECKPOINTS = "checkpoints"  # last.ckpt to resume from, step-*.ckpt snapshots to average
 LAST_CHECKPOINT = "last.ckpt"
-SNAPSHOT = "step-{step:08d}"  # Lightning's filename template of an averaging snapshot (no extension)
+SNAPSHOT = "step-{step:08d}"  # an averaging snapshot's name, without its .ckpt
+SNAPSHOT_GLOB = "step-*.ckpt"
 LOCK = ".lock"
 STALE = "stale-checkpoints-"  # + a time stamp: checkpoints of another config, moved aside
 # The evaluate stage's folder:

@@ -276,7 +276,7 @@ def test_a_change_of_the_code_a_run_executes_retrains_it(workspace: Path, tmp_pa
     shutil.copytree(workspace / "data", tmp_path / "data")
     shutil.copytree(workspace / "runs" / "base" / "seed1", tmp_path / "runs" / "base" / "seed1")
     monkeypatch.setattr(aiayn.runspec, "code_digest", lambda entry, root=None: "an edited binary.py")
-    with caplog.at_level(logging.WARNING, logger="aiayn.train.run_dir"):
+    with caplog.at_level(logging.WARNING, logger="aiayn.train.checkpointing"):
         summary = stage("train").run(compose(overrides(tmp_path)))
     assert "code_sha256: checkpoint" in caplog.text and "!= now 'an edited binary.py'" in caplog.text
     assert len(list((tmp_path / "runs" / "base" / "seed1").glob("stale-checkpoints-*"))) == 1

@@ -249,12 +249,12 @@ def test_injected_enospc_at_each_data_writer(tmp_path, monkeypatch):
 
 
 def test_injected_enospc_at_a_checkpoint_write_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
-    from aiayn.train import callbacks
+    from aiayn.train import checkpointing
 
     path = tmp_path / "checkpoints" / "last.ckpt"
-    io = callbacks.AtomicCheckpointIO()
+    io = checkpointing.AtomicCheckpointIO()
     io.save_checkpoint({"global_step": 2, "w": torch.ones(10)}, path)
-    monkeypatch.setattr(callbacks.torch, "save", _enospc)
+    monkeypatch.setattr(checkpointing.torch, "save", _enospc)
     with pytest.raises(DiskFullError, match=rf"writing {path}"):
         io.save_checkpoint({"global_step": 4, "w": torch.zeros(10)}, path)
     monkeypatch.undo()

@@ -12,8 +12,8 @@ import torch
 
 from aiayn.config import compose
 from aiayn.eval.stage import load_model
+from aiayn.train.checkpointing import lock_run_dir
 from aiayn.train.module import TranslationModule
-from aiayn.train.run_dir import lock_run_dir
 
 
 def checkpoint_files(ckpt_dir: Path) -> dict[str, bytes]:
@@ -62,7 +62,7 @@ def test_a_checkpoint_of_another_config_is_moved_aside_not_loaded(stage, overrid
     # config is what an edited conf file gives, forced here by composing without the variant.
     cfg = compose(overrides(tmp_path, "model.d_ff=48", "train.label_smoothing=0.2"))
     cfg.variant = {}
-    with caplog.at_level(logging.WARNING, logger="aiayn.train.run_dir"):
+    with caplog.at_level(logging.WARNING, logger="aiayn.train.checkpointing"):
         summary = stage("train").run(cfg)
     assert "model.d_ff: checkpoint 64 != now 48" in caplog.text
     assert "train.label_smoothing: checkpoint 0.1 != now 0.2" in caplog.text
@@ -114,7 +114,7 @@ def test_a_code_change_retrains_instead_of_resuming(tmp_path) -> None:
     import torch
 
     from aiayn.runspec import TRAIN_ENTRY, code_digest
-    from aiayn.train.run_dir import resume_checkpoint
+    from aiayn.train.checkpointing import resume_checkpoint
 
     assert code_digest(TRAIN_ENTRY) == code_digest(TRAIN_ENTRY)  # stable for unchanged code
     ckpt_dir = tmp_path / "checkpoints"

@@ -16,8 +16,7 @@ import torch
 
 from aiayn.config import compose
 from aiayn.eval.stage import load_model
-from aiayn.train.callbacks import AtomicCheckpointIO
-from aiayn.train.run_dir import lock_run_dir, resume_checkpoint
+from aiayn.train.checkpointing import AtomicCheckpointIO, lock_run_dir, resume_checkpoint
 
 
 def curve(run_dir: Path) -> list[dict]:
@@ -42,7 +41,9 @@ def test_a_stopped_run_resumes_to_the_same_metrics_and_curve(stage, overrides, r
     assert sorted(before) == [f"step-{s:08d}.ckpt" for s in (2, 4, 6)]
     stage("train").run(compose(overrides(tmp_path)))
     after = step_files(run_dir)
-    assert {k: after[k] for k in before} == before  # resumed: the first six steps were not trained again
+    # The last keep_last (5) snapshots are kept: step 2's is gone; 4 and 6 are the short run's, not written again.
+    assert sorted(after) == [f"step-{s:08d}.ckpt" for s in (4, 6, 8, 10, 12)]
+    assert {k: after[k] for k in before if k in after} == {k: before[k] for k in before if k in after}
     assert exact(run_dir) == exact(reference)
     assert curve(run_dir) == curve(reference)
     assert not list(run_dir.parent.glob("stale-checkpoints-*"))
@@ -202,3 +203,18 @@ def test_a_newer_slurm_checkpoint_is_preferred_to_last(tmp_path) -> None:
     assert resume_checkpoint(ckpt_dir, {"row": "A1", "seed": 1}, resume=True) is None  # another config: aside
     (aside,) = tmp_path.glob("stale-checkpoints-*")
     assert sorted(p.name for p in aside.iterdir()) == ["hpc_ckpt_1.ckpt", "last.ckpt"]
+
+
+def test_a_time_cadence_writes_the_final_step_so_a_rerun_finds_the_run_finished(stage, overrides, tmp_path):
+    """The paper's 10-minute cadence: a short run never reaches the interval, yet its final weights are written
+    (last.ckpt and, for base, which averages, a snapshot), so evaluation reads them and a rerun skips."""
+    from aiayn.runspec import RunSpec
+
+    cfg = compose(overrides(tmp_path, "train.ckpt_every_steps=0", "train.ckpt_every_minutes=600"))
+    spec = RunSpec.of(cfg)
+    stage("train").run(cfg)
+    assert torch.load(spec.checkpoints / "last.ckpt", weights_only=True)["global_step"] == 12
+    assert sorted(p.name for p in spec.checkpoints.glob("step-*.ckpt")) == ["step-00000012.ckpt"]
+    stamp = (spec.checkpoints / "last.ckpt").stat().st_mtime_ns
+    stage("train").run(compose(overrides(tmp_path, "train.ckpt_every_steps=0", "train.ckpt_every_minutes=600")))
+    assert (spec.checkpoints / "last.ckpt").stat().st_mtime_ns == stamp  # skipped: already trained

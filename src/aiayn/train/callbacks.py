@@ -7,7 +7,6 @@ as one that never stopped.
 from __future__ import annotations
 
 import logging
-import os
 import random
 import time
 from pathlib import Path
@@ -16,11 +15,9 @@ from typing import Any
 import lightning as L
 import numpy as np
 import torch
-from lightning.pytorch.callbacks import ModelCheckpoint
-from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from aiayn import curve
-from aiayn.io import atomic_path, atomic_write_text
+from aiayn.io import atomic_write_text
 from aiayn.progress import clock, eta
 
 log = logging.getLogger(__name__)
@@ -33,9 +30,9 @@ def ends_update(trainer: L.Trainer, batch_idx: int) -> bool:
 
 
 class RunProgress(L.Callback):
-    """Counts tokens and wall time, logs train/lr and train/tokens_per_s, checks the loss is finite at log steps, and
-    writes a plain progress line at each of them (step / max, loss, lr, tokens/s, elapsed, ETA): the log of a run
-    whose output goes to a file (dvc repro, SLURM), where no progress bar is drawn."""
+    """Counts tokens and wall time, logs train/lr and train/tokens_per_s, and writes a plain progress line at each
+    logging step (step / max, loss, lr, tokens/s, elapsed, ETA): the log of a run whose output goes to a file (dvc
+    repro, SLURM), where no progress bar is drawn."""
 
     def __init__(self, log_every_steps: int) -> None:
         self.log_every_steps = log_every_steps
@@ -64,7 +61,6 @@ class RunProgress(L.Callback):
             pl_module.log("train/tokens_per_s", tokens_per_s)
             pl_module.log("train/lr", lr)
             self._window_t0, self._window_tokens = now, 0
-            pl_module.check_finite()
             if trainer.is_global_zero:
                 session = now - self._t0
                 log.info(
@@ -175,64 +171,3 @@ class RngState(L.Callback):
         torch.set_rng_state(states["torch"])
         if states["cuda"] and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(states["cuda"])
-
-
-class ValidatedCheckpoint(ModelCheckpoint):
-    """A checkpoint due at a validation step is written after that validation, so it holds the step's val metrics.
-
-    Lightning writes at the end of the training batch, before validation, and a run resumed from such a checkpoint
-    skips that validation (it assumes it ran): the resumed curve.csv would lack a point the uninterrupted one has.
-    """
-
-    def __init__(self, val_every_steps: int, first_step: int = 0, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.val_every_steps, self.first_step = val_every_steps, first_step
-        self._before_validation = False
-
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        self._before_validation = trainer.global_step % self.val_every_steps == 0
-        try:
-            super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
-        finally:
-            self._before_validation = False
-
-    def _save_topk_checkpoint(self, trainer, monitor_candidates) -> None:
-        if trainer.global_step < self.first_step:  # would fall out of the top k before the run ends
-            return
-        if self._before_validation:  # Lightning's own deferral: its on_validation_end saves both files
-            self._defer_save_until_validation = True
-            return
-        super()._save_topk_checkpoint(trainer, monitor_candidates)
-
-    def _save_last_checkpoint(self, trainer, monitor_candidates) -> None:
-        if not self._before_validation:
-            super()._save_last_checkpoint(trainer, monitor_candidates)
-
-
-class AtomicCheckpointIO(TorchCheckpointIO):
-    """Checkpoints written to a temporary file beside their name, synced, then renamed; read with weights_only=True.
-
-    Lightning stages a checkpoint in the system temp folder and moves it, which is a copy when that folder is on
-    another disk: a kill mid-copy would leave a half-written last.ckpt for the next run to resume from.
-    """
-
-    def save_checkpoint(self, checkpoint: dict[str, Any], path, storage_options: Any = None) -> None:
-        if storage_options is not None:
-            raise TypeError(f"{type(self).__name__} takes no storage_options")
-        with atomic_path(path) as tmp, open(tmp, "wb") as f:
-            torch.save(checkpoint, f)
-            f.flush()
-            os.fsync(f.fileno())  # the rename must not reach the disk before the bytes do
-
-    def load_checkpoint(self, path, map_location: Any = None, weights_only: bool | None = None) -> dict[str, Any]:
-        return super().load_checkpoint(path, map_location=lambda storage, loc: storage, weights_only=True)
-
-
-class RunIdentity(L.Callback):
-    """Stamps each checkpoint with what the run is (config that shapes results, tokenizer hash), for safe resume."""
-
-    def __init__(self, fingerprint: dict[str, Any]) -> None:
-        self.fingerprint = fingerprint
-
-    def on_save_checkpoint(self, trainer, pl_module, checkpoint: dict[str, Any]) -> None:
-        checkpoint["aiayn_fingerprint"] = self.fingerprint

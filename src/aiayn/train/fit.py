@@ -1,6 +1,6 @@
 """The train stage: one run of one row and seed, written to its folder (aiayn.runspec: runs/{row}/{variant}/seed{seed}):
-the Lightning Trainer with its callbacks, the run, and its summary. The folder's lifecycle (lock, resume,
-checkpoints moved aside) is aiayn.train.run_dir's.
+the Lightning Trainer with its callbacks, the run, and its summary. Its checkpoints (cadence, snapshots, resume,
+atomic writes, the folder's lock) are aiayn.train.checkpointing's.
 
 Writes config.yaml (first, so a crashed run still says what it was), checkpoints/ (resumed when the fingerprint
 matches), curve.csv and, at the end, train.json.
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import math
-from datetime import timedelta
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -25,56 +24,12 @@ from aiayn.data.tokenizer import Tokenizer
 from aiayn.io import atomic_write_json, atomic_write_text, read_json
 from aiayn.progress import on_terminal
 from aiayn.runspec import RunSpec
-from aiayn.train.callbacks import (
-    AtomicCheckpointIO,
-    CurveWriter,
-    RngState,
-    RunIdentity,
-    RunProgress,
-    ValidatedCheckpoint,
-)
+from aiayn.train.callbacks import CurveWriter, RngState, RunProgress
+from aiayn.train.checkpointing import AtomicCheckpointIO, Checkpointer, lock_run_dir, resume_checkpoint, stored_step
 from aiayn.train.mfu import MFUMonitor
 from aiayn.train.module import TranslationModule
-from aiayn.train.run_dir import lock_run_dir, resume_checkpoint, stored_step
 
 log = logging.getLogger(__name__)
-
-
-def checkpoint_callbacks(cfg: DictConfig, ckpt_dir: Path) -> list[ValidatedCheckpoint]:
-    """Every K steps or every M minutes (the paper: 10 minutes): the full `last.ckpt` that a run resumes from, and
-    weights-only `step-*.ckpt` snapshots, the last `keep_last` of them kept for averaging (none when 0).
-
-    Snapshots without the optimizer state are a third of the size: the big model averages 20 of them.
-    """
-    t = cfg.train
-    if t.ckpt_every_steps and t.ckpt_every_minutes:
-        raise ValueError("set one of train.ckpt_every_steps and train.ckpt_every_minutes, not both (0 = off)")
-    cadence = (
-        {"every_n_train_steps": t.ckpt_every_steps}
-        if t.ckpt_every_steps
-        else {"train_time_interval": timedelta(minutes=t.ckpt_every_minutes)}
-    )
-    callbacks = [ValidatedCheckpoint(t.val_every_steps, dirpath=ckpt_dir, save_top_k=0, save_last=True, **cadence)]
-    if t.keep_last > 0:
-        every = t.snapshot_every_steps or t.ckpt_every_steps
-        snapshot_cadence = {"every_n_train_steps": every} if every else cadence
-        # Snapshots older than the last keep_last would be deleted as soon as written: with a step cadence, skip them.
-        first_step = t.max_steps - (t.keep_last - 1) * every if every else 0
-        callbacks.append(
-            ValidatedCheckpoint(
-                t.val_every_steps,
-                dirpath=ckpt_dir,
-                filename=runspec.SNAPSHOT,
-                auto_insert_metric_name=False,
-                monitor="step",
-                mode="max",
-                save_top_k=t.keep_last,
-                save_weights_only=True,
-                first_step=first_step,
-                **snapshot_cadence,
-            )
-        )
-    return callbacks
 
 
 class Batching(NamedTuple):
@@ -171,12 +126,12 @@ def _train(cfg: DictConfig, spec: RunSpec) -> dict[str, Any]:
         enable_progress_bar=cfg.trainer.enable_progress_bar and on_terminal(),
         enable_model_summary=False,
         logger=loggers,
+        # Checkpointer is a Lightning Checkpoint callback, so Lightning adds no checkpointing of its own.
         callbacks=[
-            *checkpoint_callbacks(cfg, ckpt_dir),
+            Checkpointer(ckpt_dir, plain(cfg.train), ident),
             progress,
             curve,
             RngState(cfg.seed),
-            RunIdentity(ident),
             MFUMonitor(
                 plain(cfg.model),
                 tokenizer.vocab_size,

@@ -13,6 +13,7 @@ import torch
 from lightning.pytorch.utilities.types import OptimizerLRScheduler
 
 from aiayn.model import ModelConfig, Transformer
+from aiayn.train.callbacks import ends_update
 from aiayn.train.chunked_loss import chunked_label_smoothed_nll_loss
 from aiayn.train.loss import label_smoothed_nll_loss
 from aiayn.train.schedule import inverse_sqrt_lr
@@ -113,6 +114,11 @@ class TranslationModule(L.LightningModule):
                 f"non-finite training loss or gradient at step {step}; stopping. The last good checkpoint is kept; "
                 f"lower train.lr_factor or set train.grad_clip and resume."
             )
+
+    def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
+        """Stop on a non-finite loss or gradient at each logging step (one host read; other steps read nothing)."""
+        if self.global_step % self.trainer.log_every_n_steps == 0 and ends_update(self.trainer, batch_idx):  # type: ignore[attr-defined]
+            self.check_finite()
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         self.check_finite()  # never write a checkpoint of weights trained on a NaN
