@@ -71,8 +71,9 @@ class TranslationModule(L.LightningModule):
         return loss
 
     def _logging_step(self) -> bool:
-        """True on the steps Lightning sends to its loggers (every log_every_n_steps-th update). `self.log` costs
-        about 0.7 ms a call on CPU, a few percent of a small model's step, so the other steps skip it."""
+        """True on the steps Lightning sends to its loggers (every log_every_n_steps-th update). A `self.log` call
+        costs a noticeable share of a small model's step on CPU (bench/lightning_overhead.py), so the other steps
+        skip it."""
         return (self.global_step + 1) % self.trainer.log_every_n_steps == 0  # type: ignore[attr-defined]
 
     def on_validation_epoch_start(self) -> None:
