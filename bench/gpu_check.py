@@ -15,15 +15,15 @@ from __future__ import annotations
 import argparse
 import math
 import time
+from dataclasses import asdict
 
 import torch
 
+from aiayn.config.schema import TrainConfig
 from aiayn.flops import training_flops
 from aiayn.model import ModelConfig, Transformer
-from aiayn.train.chunked_loss import chunked_label_smoothed_nll_loss
-from aiayn.train.loss import label_smoothed_nll_loss
 from aiayn.train.mfu import peak_flops
-from aiayn.train.schedule import inverse_sqrt_lr
+from aiayn.train.step import batch_loss, model_loss, optimizer_and_schedule
 
 SHAPES = {  # Table 3 base and big; tiny for a CPU dry run
     "base": dict(
@@ -173,15 +173,11 @@ def train_steps(
     torch.manual_seed(0)
     dims = {k: shape[k] for k in ("n_layers", "d_model", "d_ff", "n_heads", "d_k", "d_v", "dropout")}
     model = Transformer(ModelConfig(max_positions=256, **dims), shape["vocab"], PAD).to(device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9, fused=device.type == "cuda")
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda k: inverse_sqrt_lr(k + 1, shape["d_model"], 4000))
-
-    def model_loss(src: torch.Tensor, tgt_in: torch.Tensor, tgt_out: torch.Tensor) -> torch.Tensor:
-        loss, _ = label_smoothed_nll_loss(model(src, tgt_in), tgt_out, 0.1, PAD)  # logits (B, T, V)
-        return loss
-
+    # The training step's parts are the pipeline's (aiayn.train.step), with the paper's recipe (TrainConfig).
+    optimizer, schedule = optimizer_and_schedule(model.parameters(), asdict(TrainConfig()), shape["d_model"], device)
+    whole = model_loss(model, PAD)
     # Compiled as train.compile compiles it (TranslationModule.compile_step): the model and the loss together.
-    forward = torch.compile(model_loss, mode=compile_mode) if compile_model else model_loss
+    forward = torch.compile(whole, mode=compile_mode) if compile_model else whole
     cudagraphs = compile_model and compile_mode == "reduce-overhead"
     amp = (
         torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else torch.autocast("cpu", enabled=False)
@@ -193,14 +189,8 @@ def train_steps(
         batch = batches[i % len(batches)]
         if cudagraphs:  # a new step: the graphs' previous outputs may be overwritten
             torch.compiler.cudagraph_mark_step_begin()
-        with amp:
-            if loss_chunk:  # train.loss_chunk_tokens: the logits never whole (aiayn.train.chunked_loss)
-                states = model.features(batch["src"], batch["tgt_in"])  # (B, T, D)
-                loss, _ = chunked_label_smoothed_nll_loss(
-                    states, model.output_weight, batch["tgt_out"], 0.1, PAD, loss_chunk
-                )
-            else:
-                loss = forward(batch["src"], batch["tgt_in"], batch["tgt_out"])
+        with amp:  # train.loss_chunk_tokens: the logits never whole (aiayn.train.chunked_loss)
+            loss, _ = batch_loss(model, batch, 0.1, PAD, loss_chunk, forward)
         (loss / batch["tokens"]).backward()
         optimizer.step()
         schedule.step()

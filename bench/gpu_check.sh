@@ -22,7 +22,7 @@
 # command again finishes what a budget or a failure left undone, and only that. --fresh drops the kept logs.
 #
 # Results: RESULT mfu_base, mfu_big, decode_newstest_s and, last, mfu_base again (the headline: the best base MFU
-# of eager, compiled, chunked and CUDA graphs). The measured MFUs are written into src/aiayn/devices.yaml (the table
+# of eager, compiled, chunked and CUDA graphs). The measured MFUs are written into bench/devices.yaml (the table
 # `python -m aiayn.plan` reads). With $OUT set, it gets gpu_check.txt (every part's log and the summary),
 # profile_base.txt and devices.yaml: three files, inside what the device tool brings back.
 #
@@ -58,7 +58,7 @@ print(torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'cpu', tor
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
 
 BIG=big BASE=base STEPS=160 WARMUP=20 DECODE="--shape base --vocab 37000 --device cuda"
-KEEP="${GPU_CHECK_KEEP:-bench/out/gpu_check}"; TABLE=src/aiayn/devices.yaml
+KEEP="${GPU_CHECK_KEEP:-bench/out/gpu_check}"; TABLE=bench/devices.yaml
 if [[ $DRY == 1 ]]; then  # the same flow on CPU: tiny shapes, a few steps, a copy of the table
   BIG=tiny BASE=tiny STEPS=2 WARMUP=1 DECODE="--shape small --vocab 1000 --sentences 16" MIN_START=0
   KEEP="${GPU_CHECK_KEEP:-${OUT:-/tmp}/gpu_check_dry}"
@@ -66,7 +66,7 @@ fi
 mkdir -p "$KEEP"
 [[ $FRESH == 1 ]] && rm -f "$KEEP"/*.txt
 if [[ $DRY == 1 ]]; then
-  TABLE="$KEEP/devices.yaml"; [[ -f "$TABLE" ]] || cp src/aiayn/devices.yaml "$TABLE"
+  TABLE="$KEEP/devices.yaml"; [[ -f "$TABLE" ]] || cp bench/devices.yaml "$TABLE"
 fi
 # Kept logs count only when made by this code: the sources the parts run, hashed.
 CODE=$(cat $(find bench src/aiayn -name '*.py' | LC_ALL=C sort) | sha1sum | cut -c1-12)

@@ -34,11 +34,9 @@ from pathlib import Path
 
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "bench"))
-from aiayn import runspec  # noqa: E402  (run folders and file names, from the one place that names them)
-from aiayn.runspec import RunSpec  # noqa: E402
-from pipeline_time import copy_project  # noqa: E402  (one copy of the project, shared with the DVC tests)
+from aiayn import runspec  # run folders and file names, from the one place that names them
+from aiayn.project import REPO, copy_project  # one copy of the project, shared with the DVC tests
+from aiayn.runspec import RunSpec
 
 # Packages the GPU image already holds (/work/.library/device/KINDS.md, read 2026-11-17) among those the wheels
 # below need; everything else in the closure of ROOTS is carried, pinned to this environment's versions.

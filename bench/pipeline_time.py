@@ -23,24 +23,7 @@ from pathlib import Path
 
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
-
-
-def copy_project(dst: Path, **params) -> Path:
-    """The project's files as git sees them (tracked, and untracked but not ignored) copied into `dst`, a fresh git
-    repository, with `params` written over params.yaml: never the developer's own data or runs. The DVC tests use
-    it too (tests/conftest.py)."""
-    listed = subprocess.run(
-        ["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, capture_output=True, text=True, check=True
-    ).stdout.splitlines()
-    for rel in listed:
-        if (REPO / rel).is_file():
-            (dst / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / rel, dst / rel)
-    merged = yaml.safe_load((dst / "params.yaml").read_text()) | params
-    (dst / "params.yaml").write_text(yaml.safe_dump(merged))
-    subprocess.run(["git", "init", "-q"], cwd=dst, check=True)
-    return dst
+from aiayn.project import copy_project
 
 
 def stage_order(repo: Path, env: dict[str, str]) -> list[str]:

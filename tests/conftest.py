@@ -27,10 +27,7 @@ def shared_dir() -> Path:
 @pytest.fixture(scope="session")
 def copy_project():
     """`copy_project(dst, **params) -> dst`: the project copied into dst, a fresh git repository, with params.yaml
-    values replaced (bench/pipeline_time.py's, which times the default pipeline the same way)."""
-    import importlib.util
+    values replaced (aiayn.project's, which bench/pipeline_time.py times the default pipeline in too)."""
+    from aiayn.project import copy_project
 
-    spec = importlib.util.spec_from_file_location("bench_pipeline_time", REPO / "bench" / "pipeline_time.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.copy_project
+    return copy_project

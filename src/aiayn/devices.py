@@ -1,4 +1,5 @@
-"""The measured-speed table behind `python -m aiayn.plan` (aiayn/devices.yaml), read and updated.
+"""The measured-speed table behind `python -m aiayn.plan` (bench/devices.yaml, a data file that bench/gpu_check.sh
+writes; AIAYN_DEVICES points elsewhere), read and updated.
 
 `record` needs only the standard library (and aiayn.io, which needs no more), so bench/gpu_check.sh can update the
 table on a GPU machine that has nothing but torch: it rewrites one `<size>: {...}` line inside one device's block and
@@ -7,13 +8,14 @@ keeps every comment.
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from pathlib import Path
 
 from aiayn.io import atomic_write_text
 
-TABLE = Path(__file__).with_name("devices.yaml")
+TABLE = Path(os.environ.get("AIAYN_DEVICES", Path(__file__).resolve().parents[2] / "bench" / "devices.yaml"))
 SIZES = ("base", "big")
 
 

@@ -6,7 +6,7 @@
 
 For every row and its seeds: training FLOPs (aiayn.flops: 3 x forward, at the scale's steps and batch, attention at
 the corpus's average sentence lengths) and decoding FLOPs (beam search over dev, and test for Table 2 rows), then
-hours on the device from the measured speed per device and model size in aiayn/devices.yaml (which
+hours on the device from the measured speed per device and model size in bench/devices.yaml (which
 bench/gpu_check.sh updates on a GPU; an unmeasured entry is printed as an estimate). Counted FLOPs are exact
 for the configured shapes; hours are as good as the speed entry behind them.
 """
@@ -87,7 +87,7 @@ def speed(
     per token, times the dense peak; CPU: its measured sustained rate."""
     table = device_table() if table is None else table
     if device not in table:
-        raise KeyError(f"--device {device!r} is not in aiayn/devices.yaml; known: {sorted(table)}")
+        raise KeyError(f"--device {device!r} is not in bench/devices.yaml; known: {sorted(table)}")
     entry = table[device]
     if "sustained_tflops" in entry:
         rate = entry["sustained_tflops"] * 1e12
@@ -222,7 +222,7 @@ def format_plan(result: dict[str, Any]) -> str:
         source = (
             f"measured speed: {first['speed']}"
             if first["measured"]
-            else "an estimated speed (aiayn/devices.yaml has no measurement for it yet)"
+            else "an estimated speed (bench/devices.yaml has no measurement for it yet)"
         )
         lines.append(
             f"\n{result['device']} hours from {source}; counted FLOPs in all {result['flops']:.2e}; "
