@@ -15,7 +15,9 @@ from torch import Tensor, nn
 
 from aiayn.decode import beam_search
 from aiayn.decode.translate import batch_by_length, pad_batch
-from aiayn.model import KVCache, ModelConfig, Transformer
+from aiayn.model.cache import KVCache
+from aiayn.model.config import ModelConfig
+from aiayn.model.transformer import Transformer
 
 PAD, BOS, EOS = 0, 2, 3
 SHAPES = {

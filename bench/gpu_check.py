@@ -21,7 +21,8 @@ import torch
 
 from aiayn.config.schema import TrainConfig
 from aiayn.flops import training_flops
-from aiayn.model import ModelConfig, Transformer
+from aiayn.model.config import ModelConfig
+from aiayn.model.transformer import Transformer
 from aiayn.train.mfu import peak_flops
 from aiayn.train.step import batch_loss, model_loss, optimizer_and_schedule
 

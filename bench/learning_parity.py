@@ -175,8 +175,9 @@ def reference_train(workdir: str, seed: int, setting: dict, system: str, device:
     if spec["model"] == "torch":
         model = Plain()
     else:
-        from aiayn.model import ModelConfig, Transformer
+        from aiayn.model.config import ModelConfig
         from aiayn.model.masks import src_mask, tgt_mask
+        from aiayn.model.transformer import Transformer
 
         extra = {} if spec["init_gain"] is None else {"qkv_init_gain": spec["init_gain"]}
         lib = Transformer(

@@ -16,7 +16,8 @@ import time
 import torch
 from torch import Tensor, nn
 
-from aiayn.model import ModelConfig, Transformer
+from aiayn.model.config import ModelConfig
+from aiayn.model.transformer import Transformer
 from aiayn.train.loss import label_smoothed_nll_loss
 
 PAD = 0

@@ -5,8 +5,8 @@ By hand: python pipeline/aggregate.py 'aggregate.rows=[base,A1]' 'aggregate.seed
 
 from omegaconf import DictConfig
 
-from aiayn.config import prepare
 from aiayn.config.cli import hydra_main
+from aiayn.config.resolve import prepare
 
 
 def run(cfg: DictConfig) -> dict:

@@ -5,8 +5,8 @@ By hand: python pipeline/bpe.py data.vocab_size=4000
 
 from omegaconf import DictConfig
 
-from aiayn.config import prepare
 from aiayn.config.cli import hydra_main
+from aiayn.config.resolve import prepare
 
 
 def run(cfg: DictConfig) -> dict:

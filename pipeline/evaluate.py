@@ -8,8 +8,8 @@ By hand: python pipeline/evaluate.py row=A1 seed=2 decode=greedy
 
 from omegaconf import DictConfig
 
-from aiayn.config import prepare
 from aiayn.config.cli import hydra_main
+from aiayn.config.resolve import prepare
 
 
 def run(cfg: DictConfig) -> dict:

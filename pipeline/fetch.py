@@ -5,8 +5,8 @@ By hand: python pipeline/fetch.py data=synthetic   (or data=local data.path=...,
 
 from omegaconf import DictConfig
 
-from aiayn.config import prepare
 from aiayn.config.cli import hydra_main
+from aiayn.config.resolve import prepare
 
 
 def run(cfg: DictConfig) -> dict:

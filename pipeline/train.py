@@ -8,8 +8,8 @@ finished is skipped. By hand: python pipeline/train.py row=A1 seed=2     Sweep: 
 
 from omegaconf import DictConfig
 
-from aiayn.config import prepare
 from aiayn.config.cli import hydra_main
+from aiayn.config.resolve import prepare
 
 
 def run(cfg: DictConfig) -> dict:

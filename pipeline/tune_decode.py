@@ -9,8 +9,8 @@ Use the choice: python pipeline/evaluate.py row=base seed=1 --config-dir decode_
 
 from omegaconf import DictConfig
 
-from aiayn.config import prepare
 from aiayn.config.cli import hydra_main
+from aiayn.config.resolve import prepare
 
 
 def run(cfg: DictConfig) -> dict:

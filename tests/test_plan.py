@@ -64,7 +64,8 @@ def test_flops_per_token_match_torch_flop_counter_on_a_small_model():
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    from aiayn.model import ModelConfig, Transformer
+    from aiayn.model.config import ModelConfig
+    from aiayn.model.transformer import Transformer
 
     dims = dict(n_layers=2, d_model=32, d_ff=64, n_heads=4, d_k=8, d_v=12)
     model = Transformer(ModelConfig(**dims, dropout=0.0), vocab_size=50).eval()

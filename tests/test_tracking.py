@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from aiayn import tracking
-from aiayn.config import compose
+from aiayn.config.composition import compose
 
 
 @pytest.mark.parametrize("var", ["RANK", "LOCAL_RANK", "NODE_RANK", "SLURM_PROCID"])

@@ -42,7 +42,8 @@ CORPORA = {
 def anchors() -> dict[str, dict[str, int]]:
     """The sizes devices.yaml's MFUs were measured at: Table 3's base (the model schema's defaults) and big
     (conf/row/big.yaml at the paper's scale)."""
-    from aiayn.config import compose, prepare
+    from aiayn.config.composition import compose
+    from aiayn.config.resolve import prepare
     from aiayn.config.schema import ModelConfig
 
     big = prepare(compose(["scale=paper", "row=big"])).model
@@ -127,7 +128,8 @@ def plan(
 ) -> dict[str, Any]:
     """One record per row (its seeds, steps, FLOPs, hours) and the totals, for params.yaml's values (`source`
     names them in errors)."""
-    from aiayn.config import compose, prepare
+    from aiayn.config.composition import compose
+    from aiayn.config.resolve import prepare
 
     groups = [f"{k}={params[k]}" for k in ("scale", "data", "trainer") if k in params]
     overrides, seeds, table = overrides_of(params, source), seeds_of(params, source), device_table()

@@ -17,9 +17,10 @@ from typing import Any
 
 import torch
 
-from aiayn.config import CONF_DIR, compose, prepare
+from aiayn.config.composition import CONF_DIR, compose
+from aiayn.config.resolve import prepare
 from aiayn.config.schema import ROW_GROUPS, ModelConfig
-from aiayn.model import Transformer
+from aiayn.model.transformer import Transformer
 from aiayn.report.paper import paper_table3
 
 # The resolved settings listed for every row (the model's sizes and switches, and the recipe rows change most).

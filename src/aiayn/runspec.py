@@ -54,7 +54,8 @@ def _is_eval_only(key: str) -> bool:
 def _averaging() -> tuple[str, ...]:
     """Train settings of how a run is checkpointed (schema `averaging`): they change which weights a row that
     averages checkpoints averages, and no other row's numbers."""
-    from aiayn.config.schema import TrainConfig, averaging_keys
+    from aiayn.config.schema import TrainConfig
+    from aiayn.marks import averaging_keys
 
     return averaging_keys(TrainConfig)
 
@@ -193,7 +194,8 @@ class RunSpec:
 # Train settings a resume may differ in: its length (a longer run continues a shorter one), and those of how a run
 # is observed (schema `observed`), which change no number.
 def _resumable_across() -> set[str]:
-    from aiayn.config.schema import TrainConfig, observed_keys
+    from aiayn.config.schema import TrainConfig
+    from aiayn.marks import observed_keys
 
     return {*observed_keys(TrainConfig), "max_steps"}
 

@@ -8,7 +8,8 @@ import pytest
 from hydra.errors import ConfigCompositionException
 from omegaconf.errors import ReadonlyConfigError, ValidationError
 
-from aiayn.config import CONF_DIR, ConfigError, compose, prepare
+from aiayn.config.composition import CONF_DIR, compose
+from aiayn.config.resolve import ConfigError, prepare
 
 GROUPS = ["data", "model", "scale", "row", "trainer", "decode", "logger"]
 

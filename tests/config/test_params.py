@@ -9,9 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from aiayn.config import read_params_list
 from aiayn.config.cli import expand_seeds_from
-from aiayn.config.params import add_extra_seeds, read_extra_seeds, seeds_per_row, write_seed_lists
+from aiayn.config.params import add_extra_seeds, read_extra_seeds, read_params_list, seeds_per_row, write_seed_lists
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -139,6 +138,25 @@ def test_the_shipped_params_file_lists_every_overridable_key_of_the_schemas_as_n
     assert read_overrides(repo_root / "params.yaml") == [
         f"aggregate.{k}={v}" for k, v in params["aggregate"].items() if v is not None
     ]
+
+
+def test_the_override_blocks_are_generated_from_the_schema(repo_root: Path, tmp_path: Path) -> None:
+    """`python -m aiayn.config.params --sync` writes the blocks from the schema: the shipped file is in sync, and a
+    file with a key missing, a stale key and a set value gets the key back, loses the stale one, keeps the value."""
+    from aiayn.config.params import sync_overrides
+
+    shipped = tmp_path / "params.yaml"
+    shutil.copy(repo_root / "params.yaml", shipped)
+    assert sync_overrides(shipped) == [] and shipped.read_text() == (repo_root / "params.yaml").read_text()
+    text = (
+        shipped.read_text()
+        .replace("  lr_factor: null\n", "")
+        .replace("  compile: null\n", "  compile: true\n  gone: 3\n")
+    )
+    shipped.write_text(text)
+    assert sync_overrides(shipped) == ["-train.gone", "+train.lr_factor"]
+    expected = (repo_root / "params.yaml").read_text().replace("  compile: null\n", "  compile: true\n")
+    assert shipped.read_text() == expected
 
 
 def test_overrides_from_params_become_hydra_overrides_and_bad_keys_are_named(tmp_path: Path) -> None:

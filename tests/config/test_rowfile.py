@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from aiayn.config import CONF_DIR, ConfigError, compose, prepare
-from aiayn.config.schema import ROW_GROUPS, choices, relative_keys
+from aiayn.config.composition import CONF_DIR, compose
+from aiayn.config.resolve import ConfigError, prepare
+from aiayn.config.schema import ROW_GROUPS
+from aiayn.marks import choices, relative_keys
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -136,7 +138,7 @@ def test_row_metadata_defaults_for_a_users_row(conf):
             "model:\n  norm_position: middle\n",
             r"X\.yaml: model\.norm_position='middle' is not one of \('post', 'pre'\)",
         ),
-        ("tables: [table4]\n", r"X\.yaml: tables lists 'table4'"),
+        ("tables: [table4]\n", r"X\.yaml: tables='table4' is not one of \('table2', 'table3'\)"),
         ("name: Y\n", r"X\.yaml: name is 'Y'"),
     ],
 )

@@ -104,7 +104,8 @@ def test_epochs_differ_and_mid_epoch_resume_continues_the_same_order(bpe_dir, tm
 
 def test_a_length_bucket_pads_to_its_multiples_and_leaves_the_loss_unchanged(bpe_dir):
     from aiayn.data.batching import Collater
-    from aiayn.model import ModelConfig, Transformer
+    from aiayn.model.config import ModelConfig
+    from aiayn.model.transformer import Transformer
     from aiayn.train.loss import label_smoothed_nll_loss
 
     dm = TranslationDataModule(bpe_dir, max_tokens=400, length_bucket=8)

@@ -8,7 +8,9 @@ import pytest
 import torch
 from torch import Tensor, nn
 
-from aiayn.model import KVCache, ModelConfig, Transformer
+from aiayn.model.cache import KVCache
+from aiayn.model.config import ModelConfig
+from aiayn.model.transformer import Transformer
 
 PAD, UNK, BOS, EOS, A, B = 0, 1, 2, 3, 4, 5
 VOCAB = 6

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from aiayn.eval import average_checkpoints, checkpoint_step, select_last
-from aiayn.model import ModelConfig, Transformer
+from aiayn.model.config import ModelConfig
+from aiayn.model.transformer import Transformer
 
 
 def _save(path: Path, weights: dict[str, torch.Tensor], step: int = 0, **extra) -> Path:

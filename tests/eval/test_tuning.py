@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from aiayn.config import CONF_DIR, ConfigError, compose, prepare
+from aiayn.config.composition import CONF_DIR, compose
+from aiayn.config.resolve import ConfigError, prepare
 from aiayn.eval.tuning import (
     prune_stale,
     rank_key,

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from aiayn.model import ModelConfig, Transformer
+from aiayn.model.config import ModelConfig
+from aiayn.model.transformer import Transformer
 
 VOCAB, PAD = 23, 0
 

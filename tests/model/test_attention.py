@@ -8,8 +8,7 @@ import pytest
 import torch
 from torch import Tensor
 
-from aiayn.model import MultiHeadAttention, scaled_dot_product_attention
-from aiayn.model.attention import attention_weights
+from aiayn.model.attention import MultiHeadAttention, attention_weights, scaled_dot_product_attention
 
 
 def _qkv(batch=2, heads=3, t=5, s=7, d_k=8, d_v=6, seed=0):
@@ -129,7 +128,8 @@ def test_qkv_init_gain_scales_xavier_of_each_projection(gain):
 def test_default_qkv_init_matches_torch_packed_in_projection():
     """The default init draws each of W_Q, W_K, W_V as `nn.MultiheadAttention` does: Xavier over the packed
     (3D, D) matrix, which is Xavier over one (D, D) projection times 1/sqrt(2) (docs/departures.md#initialisation)."""
-    from aiayn.model import ModelConfig, Transformer
+    from aiayn.model.config import ModelConfig
+    from aiayn.model.transformer import Transformer
 
     torch.manual_seed(0)
     ours = MultiHeadAttention(512, 8, 64, 64).w_qkv.weight.detach()

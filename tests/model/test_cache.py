@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from aiayn.model import KVCache, causal_mask, src_mask
+from aiayn.model.cache import KVCache
+from aiayn.model.masks import causal_mask, src_mask
 
 PAD = 0
 

@@ -12,7 +12,8 @@ import pytest
 import torch
 from torch._dynamo.utils import counters
 
-from aiayn.model import ModelConfig, Transformer
+from aiayn.model.config import ModelConfig
+from aiayn.model.transformer import Transformer
 from aiayn.train.loss import label_smoothed_nll_loss
 
 SHAPES = [

@@ -50,13 +50,16 @@ def test_learned_and_none():
     assert PositionalEncoding("none", 8, 20)(4) is None
 
 
-def test_bad_kind_and_positions_beyond_max_are_errors():
-    with pytest.raises(ValueError, match="'relative'"):
-        PositionalEncoding("relative", 8, 20)
+def test_bad_kind_odd_dimensions_and_positions_beyond_max_are_errors():
+    """The kind and the dimensions are checked once, by the model's config (which the Transformer runs)."""
+    from aiayn.model.config import ModelConfig, check
+
+    with pytest.raises(ValueError, match="pos_encoding='relative' is not one of"):
+        check(ModelConfig(pos_encoding="relative"))
+    with pytest.raises(ValueError, match="d_model=7 must be even for sinusoidal"):
+        check(ModelConfig(d_model=7))
     with pytest.raises(ValueError, match="max_positions=20"):
         PositionalEncoding("sinusoidal", 8, 20)(5, offset=16)
-    with pytest.raises(ValueError, match="even d_model"):
-        sinusoidal_table(4, 7)
 
 
 def test_shared_embedding_scales_by_sqrt_d_model_and_projects_with_the_same_weight():

@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from aiayn.model import KVCache, causal_mask, scaled_dot_product_attention, src_mask
+from aiayn.model.attention import scaled_dot_product_attention
+from aiayn.model.cache import KVCache
+from aiayn.model.masks import causal_mask, src_mask
 from aiayn.train.loss import label_smoothed_nll_loss
 
 pytestmark = [

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from aiayn.model import causal_mask, src_mask, tgt_mask
-from aiayn.model.masks import offset_causal_mask
+from aiayn.model.masks import causal_mask, offset_causal_mask, src_mask, tgt_mask
 
 
 def test_src_mask_marks_non_pad_keys():

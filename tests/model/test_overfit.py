@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from aiayn.model import ModelConfig, Transformer
+from aiayn.model.config import ModelConfig
+from aiayn.model.transformer import Transformer
 from aiayn.train.loss import label_smoothed_nll_loss
 from aiayn.train.schedule import inverse_sqrt_lr
 

@@ -6,7 +6,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from aiayn.model import ModelConfig, Transformer, src_mask, tgt_mask
+from aiayn.model.config import ModelConfig
+from aiayn.model.masks import src_mask, tgt_mask
+from aiayn.model.transformer import Transformer
 
 PAD = 0
 

@@ -9,9 +9,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from aiayn.model import ModelConfig, Transformer, src_mask
 from aiayn.model.attention import attention_weights
+from aiayn.model.config import ModelConfig
 from aiayn.model.embeddings import PositionalEncoding, rotate
+from aiayn.model.masks import src_mask
+from aiayn.model.transformer import Transformer
 
 PAD, VOCAB = 0, 23
 SHAPE = dict(n_layers=1, d_model=16, d_ff=24, n_heads=2, d_k=8, d_v=4, dropout=0.0)
@@ -137,7 +139,8 @@ def test_gelu_changes_only_the_activation_of_the_feed_forward():
 
 
 def test_gelu_row_differs_from_base_only_in_the_activation():
-    from aiayn.config import compose, prepare
+    from aiayn.config.composition import compose
+    from aiayn.config.resolve import prepare
 
     base, gelu = (prepare(compose(["scale=tiny", f"row={r}"])).model for r in ("base", "X_gelu"))
     assert {k for k in base if base[k] != gelu[k]} == {"activation"} and gelu.activation == "gelu"
@@ -205,5 +208,5 @@ def test_bad_switch_values_are_refused():
     for key, value in (("norm_position", "middle"), ("share_embeddings", "encoder"), ("activation", "tanh")):
         with pytest.raises(ValueError, match=key):
             model(**{key: value})
-    with pytest.raises(ValueError, match="even d_k"):
+    with pytest.raises(ValueError, match="d_k=7 must be even for rotary"):
         model(pos_encoding="rotary", d_k=7)

@@ -11,7 +11,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from aiayn.config import compose
+from aiayn.config.composition import compose
 
 REPO = Path(__file__).resolve().parents[2]
 

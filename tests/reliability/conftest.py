@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from aiayn.config import compose
+from aiayn.config.composition import compose
 
 REPO = Path(__file__).resolve().parents[2]
 # What an uninterrupted run and a resumed run must agree on exactly (CPU, same seed); wall time is not one.

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from aiayn.config import compose
+from aiayn.config.composition import compose
 from aiayn.eval.stage import load_model
 from aiayn.train.checkpointing import lock_run_dir
 from aiayn.train.module import TranslationModule

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from aiayn.config import compose
+from aiayn.config.composition import compose
 from aiayn.eval.stage import load_model
 from aiayn.train.checkpointing import AtomicCheckpointIO, lock_run_dir, resume_checkpoint
 

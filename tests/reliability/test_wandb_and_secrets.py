@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from aiayn import tracking
-from aiayn.config import compose, prepare
+from aiayn.config.composition import compose
+from aiayn.config.resolve import prepare
 
 FAKE_KEY = "f4k3" * 10  # 40 characters, like a real wandb key
 

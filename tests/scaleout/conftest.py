@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from aiayn.config import compose
+from aiayn.config.composition import compose
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from aiayn.config import compose
+from aiayn.config.composition import compose
 from aiayn.data.batching import TokenBatchSampler
 from aiayn.data.binary import EncodedSplit
 from aiayn.train.fit import batching

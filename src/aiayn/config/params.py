@@ -85,28 +85,74 @@ def seeds_of(params: Mapping[str, Any], path: str | Path, rows: Iterable[str] | 
 def add_extra_seeds(path: str | Path, additions: Mapping[str, Iterable[int]]) -> dict[str, list[int]]:
     """Append seeds to rows' `extra_seeds` in the params file, keeping its comments and layout (ruamel's round
     trip), written atomically; returns the new `extra_seeds`. Seeds a row already has are not added twice."""
-    from ruamel.yaml import YAML
-    from ruamel.yaml.comments import CommentedMap, CommentedSeq
+
+    from ruamel.yaml.comments import CommentedSeq
 
     path = Path(path)
     read_extra_seeds(path)  # refuse a malformed file before editing it
-    rt = YAML()
-    rt.indent(mapping=2, sequence=4, offset=2)  # the shipped file's "  - base" lists
-    rt.width = 4096  # never rewrap a comment
-    rt.representer.add_representer(type(None), lambda rep, _: rep.represent_scalar("tag:yaml.org,2002:null", "null"))
-    data = rt.load(path.read_text(encoding="utf-8"))
+    rt, data = _round_trip(path)
     if not isinstance(data.get(EXTRA_SEEDS), dict):
-        data[EXTRA_SEEDS] = CommentedMap()
+        data[EXTRA_SEEDS] = {}
     extra = data[EXTRA_SEEDS]
     for row, seeds in additions.items():
         current = [int(s) for s in extra.get(row) or []]
         merged = CommentedSeq(dict.fromkeys([*current, *map(int, seeds)]))
         merged.fa.set_flow_style()  # "A1: [4, 5]", one line a row
         extra[row] = merged
+    _write(rt, data, path)
+    return read_extra_seeds(path)
+
+
+def _round_trip(path: Path) -> tuple[Any, Any]:
+    """A params file read with ruamel, which writes it back with its comments and layout."""
+    from ruamel.yaml import YAML
+
+    rt = YAML()
+    rt.indent(mapping=2, sequence=4, offset=2)  # the shipped file's "  - base" lists
+    rt.width = 4096  # never rewrap a comment
+    rt.representer.add_representer(type(None), lambda rep, _: rep.represent_scalar("tag:yaml.org,2002:null", "null"))
+    return rt, rt.load(path.read_text(encoding="utf-8"))
+
+
+def _write(rt: Any, data: Any, path: Path) -> None:
     buf = io.StringIO()
     rt.dump(data, buf)
     atomic_write_text(path, buf.getvalue())
-    return read_extra_seeds(path)
+
+
+def sync_overrides(path: str | Path) -> list[str]:
+    """Make params.yaml's `model`, `train` and `decode` blocks list every key of their schemas in schema order (DVC
+    refuses `-S key=...` for a key the file lacks): a missing key is added as null, a key the schema no longer has
+    is removed, values and comments stay. Returns what changed ("+train.x", "-train.y"); the shipped file is in
+    sync (tests/config/test_params.py): `python -m aiayn.config.params --sync params.yaml` after a schema edit."""
+    from ruamel.yaml.comments import CommentedMap
+
+    from aiayn.config.schema import ROW_GROUPS
+
+    path = Path(path)
+    rt, data = _round_trip(path)
+    changed = []
+    for group in OVERRIDE_GROUPS:
+        if not data.get(group):
+            data[group] = CommentedMap()
+        block, keys = data[group], [f.name for f in dataclasses.fields(ROW_GROUPS[group])]
+        changed += [f"-{group}.{k}" for k in block if k not in keys] + [f"+{group}.{k}" for k in keys if k not in block]
+        ordered = {k: block.get(k) for k in keys}
+        for key in list(block):
+            del block[key]
+        for i, (key, value) in enumerate(ordered.items()):
+            block.insert(i, key, value)
+    if changed:
+        _write(rt, data, path)
+    return changed
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m aiayn.config.params", description=sync_overrides.__doc__)
+    parser.add_argument("--sync", type=Path, required=True, metavar="PARAMS", help="the params file to bring in sync")
+    print("\n".join(sync_overrides(parser.parse_args().sync)) or "in sync")
 
 
 def write_seed_lists(params_file: str | Path, out_dir: str | Path) -> dict[str, list[int]]:

@@ -14,9 +14,15 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from aiayn.config.schema import ROW_GROUPS, TABLES, ModelConfig, choices, relative_keys
+from aiayn.config.schema import ROW_GROUPS, RowConfig
+from aiayn.marks import check_choices, relative_keys
+from aiayn.model.config import ModelConfig
+from aiayn.model.config import check as check_model
 
-SIZE_KEYS = relative_keys(ModelConfig)
+# A training run's numbers do not depend on this module (a row applied at a scale and the values checked: its effect
+# on a run is the resolved settings, which the fingerprint holds): aiayn.runspec leaves it out of the run's
+# fingerprint, so editing it does not retrain.
+CANNOT_CHANGE_RESULTS = True
 
 
 def plain(node: Any) -> dict[str, Any]:
@@ -59,13 +65,12 @@ def resolve_row(cfg: DictConfig) -> DictConfig:
     out = copy.deepcopy(cfg)
     row, scale = cfg.row, cfg.scale.name
     for group, schema in ROW_GROUPS.items():
-        relative, allowed = relative_keys(schema), choices(schema)
+        relative = relative_keys(schema)
         for key, value in row[group].items():
-            if value is None:
-                continue
-            if key in allowed and value not in allowed[key]:
-                raise ConfigError(f"{row_file(row.name)}: {group}.{key}={value!r} is not one of {allowed[key]}")
-            out[group][key] = scaled(group, key, value, cfg[group][key], row.name, scale) if key in relative else value
+            if value is not None:  # values are checked once, on the result (validate)
+                out[group][key] = (
+                    scaled(group, key, value, cfg[group][key], row.name, scale) if key in relative else value
+                )
     if row.train.batch_tokens is not None and out.train.max_tokens > out.train.batch_tokens:
         out.train.max_tokens = out.train.batch_tokens  # a micro-batch never exceeds the row's (smaller) update
     if out.train.keep_last is None:  # the row's own keep_last, else what its averaging needs
@@ -73,83 +78,65 @@ def resolve_row(cfg: DictConfig) -> DictConfig:
     return out
 
 
-def _check_choices(cfg: DictConfig) -> None:
-    for group, schema in ROW_GROUPS.items():
-        for key, allowed in choices(schema).items():
-            if cfg[group][key] not in allowed:
-                raise ConfigError(f"{group}.{key}={cfg[group][key]!r} is not one of {allowed}")
-    unknown = [t for t in cfg.row.tables if t not in TABLES]
-    if unknown:
-        raise ConfigError(f"{row_file(cfg.row.name)}: tables lists {unknown[0]!r}; a row can be in {TABLES}")
+# Lower bounds of settings (inclusive), and what the bound value means where it means something.
+AT_LEAST: dict[str, tuple[float, str]] = {
+    **{
+        f"train.{k}": (1, "")
+        for k in ("max_steps", "batch_tokens", "max_tokens", "warmup_steps", "val_every_steps", "log_every_steps")
+    },
+    "train.grad_clip": (0, " (0: no clipping)"),
+    "train.length_bucket": (0, " (0: lengths as they are)"),
+    "train.loss_chunk_tokens": (0, " (0: the whole logits at once)"),
+    "train.snapshot_every_steps": (0, " (0: at the checkpoint cadence)"),
+    "train.keep_last": (0, " (null: the row's average_last)"),
+    "decode.beam_size": (1, ""),
+    "decode.compact_every": (1, " (null: by device)"),
+    **{f"data.{k}": (1, "") for k in ("train_size", "valid_size", "test_size", "vocab_size")},
+}
+UNIT_INTERVAL = ("train.label_smoothing", "train.adam_beta1", "train.adam_beta2")  # in [0, 1)
+POSITIVE = ("train.lr_factor", "train.adam_eps", "data.lexicon_scale")
 
 
 def validate(cfg: DictConfig) -> None:
-    """Refuse, before any work starts, a config whose values cannot run; the message names the key."""
-    _check_choices(cfg)
-    m, t = cfg.model, cfg.train
-    for key in SIZE_KEYS:
-        if m[key] < 1:
-            raise ConfigError(f"model.{key}={m[key]} must be a positive integer (row '{cfg.row.name}')")
-    for key in ("dropout", "attention_dropout"):
-        if not 0.0 <= m[key] < 1.0:
-            raise ConfigError(f"model.{key}={m[key]} must be in [0, 1)")
-    if m.pos_encoding == "sinusoidal" and m.d_model % 2:
-        raise ConfigError(f"model.d_model={m.d_model} must be even for sinusoidal positions (row '{cfg.row.name}')")
-    if m.pos_encoding == "rotary" and m.d_k % 2:
-        raise ConfigError(
-            f"model.d_k={m.d_k} must be even for rotary positions, which rotate pairs of query/key "
-            f"dimensions (row '{cfg.row.name}')"
-        )
-    if not 0.0 <= t.label_smoothing < 1.0:
-        raise ConfigError(f"train.label_smoothing={t.label_smoothing} must be in [0, 1)")
-    if t.grad_clip < 0:
-        raise ConfigError(f"train.grad_clip={t.grad_clip} must be >= 0 (0: no clipping)")
-    if t.length_bucket < 0:
-        raise ConfigError(f"train.length_bucket={t.length_bucket} must be >= 0 (0: lengths as they are)")
-    if t.loss_chunk_tokens < 0:
-        raise ConfigError(f"train.loss_chunk_tokens={t.loss_chunk_tokens} must be >= 0 (0: the whole logits at once)")
-    if not (0.0 <= t.adam_beta1 < 1.0 and 0.0 <= t.adam_beta2 < 1.0):
-        raise ConfigError(f"train.adam_beta1={t.adam_beta1} and train.adam_beta2={t.adam_beta2} must be in [0, 1)")
-    for key in ("lr_factor", "adam_eps"):
-        if not t[key] > 0:
-            raise ConfigError(f"train.{key}={t[key]} must be > 0")
-    for key in ("max_steps", "batch_tokens", "max_tokens", "warmup_steps", "val_every_steps", "log_every_steps"):
-        if t[key] < 1:
-            raise ConfigError(f"train.{key}={t[key]} must be >= 1")
+    """Refuse, before any work starts, a config whose values cannot run; the message names the key. The model's
+    values are the model's own check (aiayn.model.config); allowed values are checked by aiayn.marks."""
+    try:
+        check_model(ModelConfig(**plain(cfg.model)), where="model.")
+        for group in ("train", "decode"):
+            check_choices(cfg[group], ROW_GROUPS[group], f"{group}.")
+        check_choices(cfg.row, RowConfig, f"{row_file(cfg.row.name)}: ")
+    except ValueError as err:
+        raise ConfigError(f"{err} (row '{cfg.row.name}')") from None
+    for key, (bound, meaning) in AT_LEAST.items():
+        if (value := OmegaConf.select(cfg, key)) is not None and value < bound:
+            raise ConfigError(f"{key}={value} must be >= {bound}{meaning}")
+    for key in UNIT_INTERVAL:
+        if not 0.0 <= OmegaConf.select(cfg, key) < 1.0:
+            raise ConfigError(f"{key}={OmegaConf.select(cfg, key)} must be in [0, 1)")
+    for key in POSITIVE:
+        if not OmegaConf.select(cfg, key) > 0:
+            raise ConfigError(f"{key}={OmegaConf.select(cfg, key)} must be > 0")
+    t, row = cfg.train, cfg.row
     if t.max_tokens > t.batch_tokens:
         raise ConfigError(f"train.max_tokens={t.max_tokens} exceeds train.batch_tokens={t.batch_tokens}")
-    if t.ckpt_every_steps and t.max_steps % t.ckpt_every_steps:
+    for key, unless in (
+        ("ckpt_every_steps", "never be checkpointed, so neither evaluated nor averaged"),
+        ("snapshot_every_steps", "not be averaged"),
+    ):
+        if t[key] and t.max_steps % t[key]:
+            raise ConfigError(
+                f"train.max_steps={t.max_steps} (row '{row.name}') is not a multiple of train.{key}="
+                f"{t[key]}: the final weights would {unless}"
+            )
+    if row.average_last > 1 and t.keep_last < row.average_last:
         raise ConfigError(
-            f"train.max_steps={t.max_steps} (row '{cfg.row.name}') is not a multiple of train.ckpt_every_steps="
-            f"{t.ckpt_every_steps}: the final weights would never be checkpointed, so neither evaluated nor averaged"
+            f"train.keep_last={t.keep_last} keeps fewer checkpoints than row '{row.name}' averages "
+            f"(row.average_last={row.average_last})"
         )
-    if t.snapshot_every_steps and t.max_steps % t.snapshot_every_steps:
-        raise ConfigError(
-            f"train.max_steps={t.max_steps} (row '{cfg.row.name}') is not a multiple of "
-            f"train.snapshot_every_steps={t.snapshot_every_steps}: the final weights would not be averaged"
-        )
-    if t.snapshot_every_steps < 0:
-        raise ConfigError(f"train.snapshot_every_steps={t.snapshot_every_steps} must be >= 0")
-    if t.keep_last < 0:
-        raise ConfigError(f"train.keep_last={t.keep_last} must be >= 0 (null: the row's average_last)")
-    if cfg.row.average_last > 1 and t.keep_last < cfg.row.average_last:
-        raise ConfigError(
-            f"train.keep_last={t.keep_last} keeps fewer checkpoints than row '{cfg.row.name}' averages "
-            f"(row.average_last={cfg.row.average_last})"
-        )
-    if cfg.decode.beam_size < 1:
-        raise ConfigError(f"decode.beam_size={cfg.decode.beam_size} must be >= 1")
-    if cfg.decode.compact_every is not None and cfg.decode.compact_every < 1:
-        raise ConfigError(f"decode.compact_every={cfg.decode.compact_every} must be >= 1 (null: by device)")
-    for key in ("train_size", "valid_size", "test_size", "vocab_size"):
-        if cfg.data[key] < 1:
-            raise ConfigError(f"data.{key}={cfg.data[key]} must be >= 1")
     if cfg.data.name == "synthetic" and cfg.data.max_words < 4:
         raise ConfigError(
             f"data.max_words={cfg.data.max_words} must be >= 4 (the synthetic corpus's shortest sentence)"
         )
-    if cfg.data.lexicon_scale <= 0:
-        raise ConfigError(f"data.lexicon_scale={cfg.data.lexicon_scale} must be > 0")
 
 
 def prepare(cfg: DictConfig) -> DictConfig:

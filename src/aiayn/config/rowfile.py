@@ -18,7 +18,8 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from aiayn.config.resolve import ConfigError
-from aiayn.config.schema import ROW_GROUPS, TABLES, RowConfig, choices
+from aiayn.config.schema import ROW_GROUPS, RowConfig
+from aiayn.marks import check_choices
 
 
 def valid_keys(schema: type = RowConfig, prefix: str = "") -> list[str]:
@@ -98,13 +99,12 @@ def read_row(path: Path | str) -> DictConfig:
             f"{path}: name is {row.name!r}, but a row's name must be its file's ({path.stem!r}): runs "
             f"of row=<file> are written under runs/<name>/"
         )
-    for group, schema in ROW_GROUPS.items():
-        for key, allowed in choices(schema).items():
-            if row[group][key] is not None and row[group][key] not in allowed:
-                raise ConfigError(f"{path}: {group}.{key}={row[group][key]!r} is not one of {allowed}")
-    unknown = [t for t in row.tables if t not in TABLES]
-    if unknown:
-        raise ConfigError(f"{path}: tables lists {unknown[0]!r}; a row can be in {list(TABLES)}")
+    try:
+        check_choices(row, RowConfig, f"{path}: ")
+        for group, schema in ROW_GROUPS.items():
+            check_choices(row[group], schema, f"{path}: {group}.")
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
     return row
 
 

@@ -3,12 +3,10 @@
 The dataclass defaults are the paper's values (base model, section 3 and 5); `conf/` holds every other value,
 once. A misspelt key fails when the config is composed, before any work starts.
 
-Three kinds of field are marked here, once, and everything else derives from the marks: `relative(...)` is a size
-or step count that a row (conf/row/) changes *relative to the paper's value*, so that "d_model: 256" means half the
-scale's base width at every scale (RowConfig); `choice(...)` is a string with a fixed set of values, checked before
-anything runs (aiayn.config.resolve); `observed(...)` changes how a run is watched or scheduled, not any number a
-table reads (resume and run-folder names ignore it); `averaging(...)` is how a run is checkpointed, which changes the
-numbers of a row that averages checkpoints and of no other (aiayn.runspec). Every other key a row sets is absolute.
+Fields are marked once (aiayn.marks), and everything else derives from the marks: `relative(...)` sizes and step
+counts a row (conf/row/) gives in the paper's units, so that "d_model: 256" means half the scale's base width at
+every scale; `choice(...)` values from a fixed set; `observed(...)` how a run is watched; `averaging(...)` how it is
+checkpointed. The model's own config is aiayn.model.config's. Every other key a row sets is absolute.
 """
 
 from __future__ import annotations
@@ -18,54 +16,12 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
+from aiayn.marks import CHOICES, averaging, choice, observed, relative
+from aiayn.model.config import ModelConfig
+
 # A training run's numbers do not depend on this module (its defaults reach a run only as settings, which the
 # fingerprint holds): aiayn.runspec leaves it out of the run's fingerprint, so editing it does not retrain.
 CANNOT_CHANGE_RESULTS = True
-
-RELATIVE, CHOICES, OBSERVED, AVERAGING = "aiayn_relative", "aiayn_choices", "aiayn_observed", "aiayn_averaging"
-
-
-def relative(default: int) -> Any:
-    """A size or step count whose paper value is `default`; a row's value v becomes scale_value * v / default."""
-    return field(default=default, metadata={RELATIVE: True})
-
-
-def choice(default: str | None, *others: str) -> Any:
-    """A string that must be one of (default, *others); the default is the paper's (None: set by another key)."""
-    return field(default=default, metadata={CHOICES: (default, *others)})
-
-
-def observed(default: Any) -> Any:
-    """A setting of how a run is observed, checkpointed or scheduled, not of what it computes: a resume may differ
-    in it, and a run that differs only in it is not a variant of its row (aiayn.config.variant)."""
-    return field(default=default, metadata={OBSERVED: True})
-
-
-def averaging(default: Any) -> Any:
-    """A setting of how a run is checkpointed: it changes no weight, but which weights a row that averages its last
-    checkpoints (row.average_last > 1, Table 2) averages, so it is part of such a row's run (aiayn.runspec) and of
-    no other's."""
-    return field(default=default, metadata={AVERAGING: True})
-
-
-def averaging_keys(schema: type) -> tuple[str, ...]:
-    """The fields of `schema` marked `averaging`."""
-    return tuple(f.name for f in dataclasses.fields(schema) if f.metadata.get(AVERAGING))
-
-
-def observed_keys(schema: type) -> tuple[str, ...]:
-    """The fields of `schema` marked `observed`."""
-    return tuple(f.name for f in dataclasses.fields(schema) if f.metadata.get(OBSERVED))
-
-
-def relative_keys(schema: type) -> tuple[str, ...]:
-    """The fields of `schema` marked `relative`."""
-    return tuple(f.name for f in dataclasses.fields(schema) if f.metadata.get(RELATIVE))
-
-
-def choices(schema: type) -> dict[str, tuple[str, ...]]:
-    """Field name -> allowed values, for the fields of `schema` marked `choice`."""
-    return {f.name: f.metadata[CHOICES] for f in dataclasses.fields(schema) if CHOICES in f.metadata}
 
 
 @dataclass
@@ -118,38 +74,6 @@ class DataConfig:
     model_type: str = "bpe"
     bpe_sample: int = 2_000_000  # sentences sampled to train the subword model
     character_coverage: float = 1.0
-
-
-@dataclass
-class ModelConfig:
-    """The paper's base model (Table 3, first row; section 3); scales resize it and rows change it.
-
-    The switches below the sizes are what later work ablates; each defaults to the paper's choice.
-    """
-
-    n_layers: int = relative(6)  # N, encoder and decoder each
-    d_model: int = relative(512)
-    d_ff: int = relative(2048)
-    n_heads: int = relative(8)  # h
-    d_k: int = relative(64)
-    d_v: int = relative(64)
-    dropout: float = 0.1  # P_drop: residual and embedding dropout, section 5.4
-    # Dropout on the attention weights; the paper has none (section 5.4), tensor2tensor and fairseq expose it.
-    attention_dropout: float = 0.0
-    # post: LayerNorm(x + Sublayer(x)) (section 3.1); pre: x + Sublayer(LayerNorm(x)) and a final LayerNorm after
-    # each stack (Wang et al. 2019, "Learning Deep Transformer Models for Machine Translation").
-    norm_position: str = choice("post", "pre")
-    # all: one matrix for source and target embeddings and the pre-softmax projection (section 3.4); decoder: the
-    # target embedding and the projection share one, the source has its own (fairseq's
-    # share_decoder_input_output_embed); none: three matrices.
-    share_embeddings: str = choice("all", "decoder", "none")
-    activation: str = choice("relu", "gelu")  # of the feed-forward network, Eq. 2 (ReLU); GELU: Hendrycks & Gimpel
-    # sinusoidal (section 3.5) | learned (Table 3 row E) | none | rotary (Su et al. 2021: queries and keys of
-    # self-attention rotated by position, nothing added to the embeddings)
-    pos_encoding: str = choice("sinusoidal", "learned", "none", "rotary")
-    max_positions: int = 1024  # table size of learned positions; sinusoids and rotations are computed to this length
-    # Xavier gain of W_Q, W_K, W_V (the paper gives no init). Departure: see docs/departures.md#initialisation
-    qkv_init_gain: float = 0.7071067811865476  # 1/sqrt(2), as nn.MultiheadAttention and fairseq
 
 
 @dataclass
@@ -272,7 +196,7 @@ class RowConfig:
     description: str = "base model"
     # Which tables show the row. table2: evaluate also decodes the test set (newstest2014); Table 3 rows are
     # compared on the dev set only (newstest2013), as in the paper.
-    tables: List[str] = field(default_factory=lambda: ["table3"])
+    tables: List[str] = field(default_factory=lambda: ["table3"], metadata={CHOICES: TABLES})
     paper: PaperRef = field(default_factory=PaperRef)
     # Checkpoints averaged for Table 2's test evaluation (section 6.1: base 5, big 20); 0 = the last checkpoint.
     # Table 3 evaluates every row on its last checkpoint (section 6.2).

@@ -15,7 +15,8 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from aiayn.config.schema import ROW_GROUPS, observed_keys
+from aiayn.config.schema import ROW_GROUPS
+from aiayn.marks import observed_keys
 
 # What a run *is* rather than how it differs from its row: the pipeline's choices (which corpus, scale, hardware
 # and row), where and how it logs and runs, and its seed. Overrides of these never make a variant.

@@ -14,7 +14,7 @@ from torch import Tensor
 from aiayn.decode.step import Stepper, force_eos, max_output_lengths
 
 if TYPE_CHECKING:
-    from aiayn.model import Transformer
+    from aiayn.model.transformer import Transformer
 
 
 def greedy_search(

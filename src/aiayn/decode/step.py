@@ -14,7 +14,7 @@ from aiayn.model.cache import KVCache
 from aiayn.model.masks import causal_mask, src_mask
 
 if TYPE_CHECKING:
-    from aiayn.model import Transformer
+    from aiayn.model.transformer import Transformer
 
 
 def max_output_lengths(src: Tensor, pad_id: int, max_len_b: int) -> Tensor:

@@ -14,7 +14,7 @@ from aiayn.decode.greedy import greedy_search
 from aiayn.progress import Progress
 
 if TYPE_CHECKING:
-    from aiayn.model import Transformer
+    from aiayn.model.transformer import Transformer
 
 STRATEGIES = ("beam", "greedy")
 

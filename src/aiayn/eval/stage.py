@@ -25,7 +25,8 @@ from aiayn.eval.bleu import sacre_bleu
 from aiayn.eval.evaluate import score_translations
 from aiayn.eval.perplexity import dev_perplexity
 from aiayn.io import atomic_write_json, atomic_write_text, read_json, read_lines
-from aiayn.model import ModelConfig, Transformer
+from aiayn.model.config import ModelConfig
+from aiayn.model.transformer import Transformer
 from aiayn.progress import Progress
 from aiayn.runspec import RunSpec
 

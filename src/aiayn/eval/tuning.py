@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from aiayn.config import ConfigError
+from aiayn.config.resolve import ConfigError
 from aiayn.config.schema import DecodeConfig
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.eval.evaluate import score_translations

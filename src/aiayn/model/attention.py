@@ -11,7 +11,7 @@ import math
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from aiayn.config.schema import ModelConfig
+from aiayn.model.config import ModelConfig
 from aiayn.model.embeddings import rotate
 from aiayn.model.masks import CAUSAL, Causal, causal_mask
 

@@ -11,16 +11,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from aiayn.config.schema import ModelConfig, choices
-
-POS_ENCODINGS = choices(ModelConfig)["pos_encoding"]
 ADDITIVE = ("sinusoidal", "learned")  # added to the embeddings; rotary acts inside self-attention instead
 
 
 def sinusoidal_table(n_positions: int, d_model: int, dtype: torch.dtype = torch.float32) -> Tensor:
-    """PE(pos, 2i) = sin(pos / 10000^(2i/D)), PE(pos, 2i+1) = cos(...) (section 3.5), (P, D)."""
-    if d_model % 2:
-        raise ValueError(f"sinusoidal positions need an even d_model, got d_model={d_model}")
+    """PE(pos, 2i) = sin(pos / 10000^(2i/D)), PE(pos, 2i+1) = cos(...) (section 3.5), (P, D); D even
+    (aiayn.model.config.check)."""
     # Built in float64 so that large positions keep full precision before the cast.
     pos = torch.arange(n_positions, dtype=torch.float64)[:, None]  # (P, 1)
     inv_freq = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float64) * (-math.log(10000.0) / d_model))
@@ -47,9 +43,7 @@ class PositionalEncoding(nn.Module):
 
     def __init__(self, kind: str, d_model: int, max_positions: int, d_k: int | None = None) -> None:
         super().__init__()
-        if kind not in POS_ENCODINGS:
-            raise ValueError(f"pos_encoding must be one of {POS_ENCODINGS}, got {kind!r}")
-        self.kind, self.max_positions = kind, max_positions
+        self.kind, self.max_positions = kind, max_positions  # values checked by aiayn.model.config.check
         if kind == "sinusoidal":
             # Not persistent: it is a function of the shape, so checkpoints need not carry it.
             self.register_buffer("table", sinusoidal_table(max_positions, d_model), persistent=False)
@@ -58,9 +52,7 @@ class PositionalEncoding(nn.Module):
             # Departure: see docs/departures.md#initialisation
             nn.init.normal_(self.table, mean=0.0, std=d_model**-0.5)
         elif kind == "rotary":
-            d_k = d_model if d_k is None else d_k
-            if d_k % 2:
-                raise ValueError(f"rotary positions need an even d_k, got d_k={d_k}")
+            d_k = d_model if d_k is None else d_k  # even (aiayn.model.config.check)
             # theta_i = 10000^(-2i/d_k), as the sinusoids of section 3.5 (and Su et al.); (P, d_k/2)
             inv_freq = torch.exp(torch.arange(0, d_k, 2, dtype=torch.float64) * (-math.log(10000.0) / d_k))
             angles = torch.arange(max_positions, dtype=torch.float64)[:, None] * inv_freq

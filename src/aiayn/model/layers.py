@@ -12,9 +12,9 @@ from collections.abc import Callable
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from aiayn.config.schema import ModelConfig
 from aiayn.model.attention import MultiHeadAttention, Rotary
 from aiayn.model.cache import KVCache
+from aiayn.model.config import ModelConfig
 from aiayn.model.masks import Causal
 
 

@@ -1,6 +1,6 @@
 """The Transformer encoder-decoder (section 3, Figure 1) with shared embeddings and incremental decoding.
 
-Built from a `ModelConfig` (aiayn.config.schema), whose defaults are the paper's base model; its switches
+Built from a `ModelConfig` (aiayn.model.config), whose defaults are the paper's base model; its switches
 (norm_position, share_embeddings, activation, attention_dropout, pos_encoding) are the variants later work ablates.
 
 Dimensions: B batch, S source length, T target length (new positions when decoding with a cache),
@@ -11,29 +11,11 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from aiayn.config.schema import ModelConfig, choices
 from aiayn.model.cache import KVCache
+from aiayn.model.config import ModelConfig, check
 from aiayn.model.embeddings import PositionalEncoding, TokenEmbedding
 from aiayn.model.layers import DecoderLayer, EncoderLayer
 from aiayn.model.masks import CAUSAL, Causal, offset_causal_mask, src_mask
-
-SIZES = ("n_layers", "d_model", "d_ff", "n_heads", "d_k", "d_v", "max_positions")
-
-
-def _check(cfg: ModelConfig, vocab_size: int, pad_id: int) -> None:
-    for name, value in {"vocab_size": vocab_size, **{k: getattr(cfg, k) for k in SIZES}}.items():
-        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-            raise ValueError(f"Transformer argument {name} must be a positive int, got {value!r}")
-    for name in ("dropout", "attention_dropout"):
-        if not 0.0 <= getattr(cfg, name) < 1.0:
-            raise ValueError(f"Transformer argument {name} must be in [0, 1), got {getattr(cfg, name)!r}")
-    if not 0 <= pad_id < vocab_size:
-        raise ValueError(f"Transformer argument pad_id={pad_id} is outside the vocabulary [0, {vocab_size})")
-    if not cfg.qkv_init_gain > 0.0:
-        raise ValueError(f"Transformer argument qkv_init_gain must be positive, got {cfg.qkv_init_gain!r}")
-    for name, allowed in choices(ModelConfig).items():
-        if getattr(cfg, name) not in allowed:
-            raise ValueError(f"Transformer argument {name} must be one of {allowed}, got {getattr(cfg, name)!r}")
 
 
 class Transformer(nn.Module):
@@ -42,7 +24,7 @@ class Transformer(nn.Module):
 
     def __init__(self, cfg: ModelConfig, vocab_size: int, pad_id: int = 0) -> None:
         super().__init__()
-        _check(cfg, vocab_size, pad_id)
+        check(cfg, vocab_size, pad_id, where="Transformer argument ")
         self.cfg, self.pad_id = cfg, pad_id
         # The target embedding; also the pre-softmax projection unless share_embeddings is "none" (section 3.4).
         self.embedding = TokenEmbedding(vocab_size, cfg.d_model)

@@ -53,7 +53,7 @@ def design_of(cfg: DictConfig, seeds: dict[str, list[int]], pilot: list[int]) ->
 def averaged_checkpoints(rows: list[str]) -> dict[str, int]:
     """Each row's own average_last, from its row file: whether a checkpoint cadence in the tables' variant is part
     of the row's run (aiayn.runspec). A row without a file averages nothing."""
-    from aiayn.config import CONF_DIR
+    from aiayn.config.composition import CONF_DIR
     from aiayn.config.rowfile import read_row
 
     return {

@@ -12,7 +12,8 @@ import lightning as L
 import torch
 from lightning.pytorch.utilities.types import OptimizerLRScheduler
 
-from aiayn.model import ModelConfig, Transformer
+from aiayn.model.config import ModelConfig
+from aiayn.model.transformer import Transformer
 from aiayn.train.callbacks import ends_update
 from aiayn.train.step import ModelLoss, batch_loss, model_loss, optimizer_and_schedule
 
