@@ -1,7 +1,7 @@
 """Checking a row file (conf/row/<name>.yaml) against schema.RowConfig before Hydra composes it.
 
-Hydra refuses an unknown key or a wrong type too, but names neither the file nor what was meant; this check runs
-first and says both: "conf/row/X1.yaml: unknown key 'model.dropuot' (did you mean 'model.dropout'?)".
+Hydra's structured merge refuses an unknown key or a wrong type; this check adds what Hydra cannot say, the file and
+what was meant: "conf/row/X1.yaml: unknown key 'model.dropuot' (did you mean 'model.dropout'?)".
 """
 
 from __future__ import annotations
@@ -9,13 +9,13 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import typing
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import yaml
 from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
+from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
 from aiayn.config.resolve import ConfigError
 from aiayn.config.schema import ROW_GROUPS, RowConfig
@@ -47,14 +47,6 @@ def nearest_key(key: str, candidates: Iterable[str]) -> str | None:
     return by_leaf[match[0]] if match else None
 
 
-def _flatten(data: Mapping[str, Any], prefix: str = "") -> list[str]:
-    keys = []
-    for key, value in data.items():
-        dotted = f"{prefix}{key}"
-        keys += _flatten(value, f"{dotted}.") if isinstance(value, Mapping) and value else [dotted]
-    return keys
-
-
 def _unknown(path: Path, key: str, valid: list[str]) -> ConfigError:
     if key.split(".")[0] == "data":
         return ConfigError(
@@ -81,14 +73,13 @@ def read_row(path: Path | str) -> DictConfig:
     data = {} if data is None else data
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a row file is a mapping of keys, got {type(data).__name__}")
-    valid = valid_keys()
-    groups = {k.split(".")[0] for k in valid if "." in k}
-    for key in _flatten(data):
-        top = key.split(".")[0]
-        if key not in valid and not (top in groups and data[top] == {}):
-            raise _unknown(path, key, valid)
     try:
         row = OmegaConf.merge(OmegaConf.structured(RowConfig), data)
+    except ConfigKeyError as err:  # Hydra names the key, not the file or what was meant
+        key, group = err.full_key, data.get(err.full_key)
+        if isinstance(group, dict) and group:  # a whole group a row lacks (data): name its first key
+            key = f"{key}.{next(iter(group))}"
+        raise _unknown(path, key, valid_keys()) from None
     except OmegaConfBaseException as err:
         raise ConfigError(
             f"{path}: {getattr(err, 'full_key', None) or 'a value'}: {getattr(err, 'msg', err)}"
