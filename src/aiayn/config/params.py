@@ -147,14 +147,6 @@ def sync_overrides(path: str | Path) -> list[str]:
     return changed
 
 
-if __name__ == "__main__":
-    import argparse
-
-    parser = argparse.ArgumentParser(prog="python -m aiayn.config.params", description=sync_overrides.__doc__)
-    parser.add_argument("--sync", type=Path, required=True, metavar="PARAMS", help="the params file to bring in sync")
-    print("\n".join(sync_overrides(parser.parse_args().sync)) or "in sync")
-
-
 def write_seed_lists(params_file: str | Path, out_dir: str | Path) -> dict[str, list[int]]:
     """One `{row}.yaml` holding `seeds: [...]` per row of the params file: what train@{row} and evaluate@{row} run
     (seeds_from) and track, so a row's stages rerun only when its own seeds change."""
@@ -204,3 +196,11 @@ def _hydra_value(value: Any) -> str:
     if isinstance(value, str):
         return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
     return str(value)
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m aiayn.config.params", description=sync_overrides.__doc__)
+    parser.add_argument("--sync", type=Path, required=True, metavar="PARAMS", help="the params file to bring in sync")
+    print("\n".join(sync_overrides(parser.parse_args().sync)) or "in sync")

@@ -11,7 +11,6 @@ import difflib
 import typing
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 import yaml
 from omegaconf import DictConfig, OmegaConf
