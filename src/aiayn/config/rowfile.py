@@ -75,7 +75,8 @@ def read_row(path: Path | str) -> DictConfig:
     try:
         row = OmegaConf.merge(OmegaConf.structured(RowConfig), data)
     except ConfigKeyError as err:  # Hydra names the key, not the file or what was meant
-        key, group = err.full_key, data.get(err.full_key)
+        key = err.full_key or ""
+        group = data.get(key)
         if isinstance(group, dict) and group:  # a whole group a row lacks (data): name its first key
             key = f"{key}.{next(iter(group))}"
         raise _unknown(path, key, valid_keys()) from None
