@@ -24,7 +24,7 @@ from typing import Any
 
 import yaml
 
-from aiayn.config.params import overrides_of, seeds_of
+from aiayn.config.params import Params
 from aiayn.devices import load as device_table
 from aiayn.flops import MODEL_KEYS, forward_flops_per_token, training_flops
 
@@ -132,7 +132,8 @@ def plan(
     from aiayn.config.resolve import prepare
 
     groups = [f"{k}={params[k]}" for k in ("scale", "data", "trainer") if k in params]
-    overrides, seeds, table = overrides_of(params, source), seeds_of(params, source), device_table()
+    read = Params(params, Path(source))
+    overrides, seeds, table = read.overrides(), read.seeds_per_row(), device_table()
     records, corpora = [], {}
     for row in seeds:  # params.yaml's rows, validated
         cfg = prepare(compose([*groups, f"row={row}", *overrides]))

@@ -22,9 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
-from aiayn.config.params import add_extra_seeds, read_extra_seeds, seeds_per_row
+from aiayn.config.params import Params, add_extra_seeds
 from aiayn.report.significance import EQUIVALENCE, SEEDS_UP_TO, power
 from aiayn.report.table3 import BASE
 
@@ -152,14 +150,13 @@ def _shown(x: float | None, spec: str) -> str:
 
 def max_seeds_of(params: Path) -> int:
     """params.yaml's aggregate.max_seeds (declared with the design), or the default."""
-    data = yaml.safe_load(Path(params).read_text(encoding="utf-8")) or {}
-    value = (data.get("aggregate") or {}).get("max_seeds")
+    value = (Params.read(params).data.get("aggregate") or {}).get("max_seeds")
     return MAX_SEEDS if value is None else int(value)
 
 
 def run(params: Path, table: Path, dry: bool, repro: Sequence[str] = (sys.executable, "-m", "dvc", "repro")) -> Plan:
     """Plan the extension from the pilot's table, print it, then (unless dry) write it and run `repro`."""
-    made = read_extra_seeds(params)
+    made = Params.read(params).extra_seeds()
     if made:
         raise ValueError(
             f"{params}: extra_seeds is already {made}: the design's one extension was made, and the table's "
@@ -169,7 +166,7 @@ def run(params: Path, table: Path, dry: bool, repro: Sequence[str] = (sys.execut
         )
     rows = read_table(table)
     max_seeds = max_seeds_of(params)
-    plan = plan_extension(planned_seeds(rows), seeds_per_row(params), max_seeds)
+    plan = plan_extension(planned_seeds(rows), Params.read(params).seeds_per_row(), max_seeds)
     print(describe(plan, rows, max_seeds), flush=True)
     if not plan.adds:
         print("nothing to run: no row's plan asks for more seeds within aggregate.max_seeds; every verdict is final")

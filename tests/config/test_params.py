@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from aiayn.config.cli import expand_seeds_from
-from aiayn.config.params import add_extra_seeds, read_extra_seeds, read_params_list, seeds_per_row, write_seed_lists
+from aiayn.config.params import Params, add_extra_seeds, write_seed_lists
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -64,13 +64,13 @@ def test_the_shipped_params_file_runs_every_row_of_the_paper_with_three_seeds(re
     shipped outside the default list."""
     import yaml
 
-    rows = read_params_list(repo_root / "params.yaml", "rows", str)
+    rows = Params.read(repo_root / "params.yaml").list_of("rows", str)
     files = {p.stem: yaml.safe_load(p.read_text()) for p in (repo_root / "conf" / "row").glob("*.yaml")}
     papers = sorted(name for name, row in files.items() if (row.get("paper") or {}).get("table3"))
     assert sorted(rows) == papers and rows[0] == "base" and len(papers) == 20
     assert all(name.startswith("X_") for name in set(files) - set(papers))
-    assert read_params_list(repo_root / "params.yaml", "seeds", int) == [1, 2, 3]
-    assert read_extra_seeds(repo_root / "params.yaml") == {}
+    assert Params.read(repo_root / "params.yaml").list_of("seeds", int) == [1, 2, 3]
+    assert Params.read(repo_root / "params.yaml").extra_seeds() == {}
 
 
 def test_seeds_from_with_one_row_adds_that_rows_extra_seeds(tmp_path: Path) -> None:
@@ -78,7 +78,7 @@ def test_seeds_from_with_one_row_adds_that_rows_extra_seeds(tmp_path: Path) -> N
     assert expand_seeds_from(["row=A1", f"seeds_from={params}"]) == ["--multirun", "row=A1", "seed=1,2,3,4,5"]
     assert expand_seeds_from(["row=C1", f"seeds_from={params}"])[-1] == "seed=1,2,3"  # no extra seeds
     assert expand_seeds_from([f"seeds_from={params}"])[-1] == "seed=1,2,3"  # no row: the common seeds
-    assert seeds_per_row(params) == {"base": [1, 2, 3, 4, 5], "A1": [1, 2, 3, 4, 5]}
+    assert Params.read(params).seeds_per_row() == {"base": [1, 2, 3, 4, 5], "A1": [1, 2, 3, 4, 5]}
 
 
 @pytest.mark.parametrize(
@@ -92,7 +92,7 @@ def test_seeds_from_with_one_row_adds_that_rows_extra_seeds(tmp_path: Path) -> N
 def test_bad_extra_seeds_name_the_file_and_the_row(tmp_path: Path, text: str, message: str) -> None:
     params = write(tmp_path, "rows: [A1]\nseeds: [1]\n" + text)
     with pytest.raises(ValueError, match=message):
-        seeds_per_row(params)
+        Params.read(params).seeds_per_row()
 
 
 def test_seed_lists_one_file_a_row_that_seeds_from_reads(tmp_path: Path) -> None:
@@ -115,7 +115,9 @@ def test_adding_extra_seeds_to_the_shipped_params_keeps_every_comment(repo_root:
     assert "  base: [4, 5, 6]\n  A1: [4, 5, 6]\n" in after  # one line a row
     old, new = yaml.safe_load(before), yaml.safe_load(after)
     assert new == {**old, "extra_seeds": {"base": [4, 5, 6], "A1": [4, 5, 6]}}
-    assert seeds_per_row(params)["A1"] == [1, 2, 3, 4, 5, 6] and seeds_per_row(params)["C1"] == [1, 2, 3]
+    assert Params.read(params).seeds_per_row()["A1"] == [1, 2, 3, 4, 5, 6] and Params.read(params).seeds_per_row()[
+        "C1"
+    ] == [1, 2, 3]
     assert not list(tmp_path.glob(".params.yaml.*"))  # the atomic write left no temporary file
 
 
@@ -124,7 +126,7 @@ def test_the_shipped_params_file_lists_every_overridable_key_of_the_schemas_as_n
     field of the model, train and decode schemas is there, null (no override), and nothing else."""
     import dataclasses
 
-    from aiayn.config.params import DESIGN_KEYS, read_overrides
+    from aiayn.config.params import DESIGN_KEYS
     from aiayn.config.schema import ROW_GROUPS, AggregateConfig
 
     params = yaml.safe_load((repo_root / "params.yaml").read_text())
@@ -135,7 +137,7 @@ def test_the_shipped_params_file_lists_every_overridable_key_of_the_schemas_as_n
     defaults = AggregateConfig()
     assert list(params["aggregate"]) == list(DESIGN_KEYS)
     assert params["aggregate"] == {key: getattr(defaults, key) for key in DESIGN_KEYS}
-    assert read_overrides(repo_root / "params.yaml") == [
+    assert Params.read(repo_root / "params.yaml").overrides() == [
         f"aggregate.{k}={v}" for k, v in params["aggregate"].items() if v is not None
     ]
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from aiayn.config.params import read_extra_seeds
+from aiayn.config.params import Params
 from aiayn.seeds import main as seeds_main
 
 pytestmark = pytest.mark.slow  # 2.5-3 minutes on 2 shared CPU cores: a repro of three rows, then one of two
@@ -47,7 +47,7 @@ def test_the_one_extension_runs_only_the_planned_seeds(tmp_path: Path, copy_proj
     ran = {line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage")}
     assert ran == {"seeds", "train@base", "evaluate@base", "train@D1", "evaluate@D1", "aggregate"}, out
     assert "runs/D1/seed1: already trained to step" in out  # finished seeds are skipped, not retrained
-    assert read_extra_seeds(repo / "params.yaml") == {"base": [3], "D1": [3]}
+    assert Params.read(repo / "params.yaml").extra_seeds() == {"base": [3], "D1": [3]}
     assert yaml.safe_load((repo / "seeds" / "D1.yaml").read_text()) == {"seeds": [1, 2, 3]}
     assert (repo / "runs" / "D1" / "seed3" / "train.json").exists() and not (repo / "runs" / "E" / "seed3").exists()
     with open(table, encoding="utf-8", newline="") as f:

@@ -11,7 +11,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from aiayn.config.composition import CONF_DIR, register_configs, with_variant
-from aiayn.config.params import read_overrides, read_params_list, seeds_per_row
+from aiayn.config.params import Params
 from aiayn.config.resolve import ConfigError
 from aiayn.config.rowfile import check_row_overrides
 from aiayn.io import DiskFullError
@@ -54,9 +54,9 @@ def expand_seeds_from(argv: list[str]) -> list[str]:
         sys.exit("error: give either seed=... or one seeds_from=FILE, not both")
     path, row = given[0][len(SEEDS_FROM) :], _override(argv, "row")
     if row is not None and "," not in row:
-        seeds = seeds_per_row(path, [row])[row]
+        seeds = Params.read(path).seeds_per_row([row])[row]
     else:
-        seeds = list(dict.fromkeys(read_params_list(path, "seeds", int)))
+        seeds = list(dict.fromkeys(Params.read(path).list_of("seeds", int)))
     out = [f"seed={','.join(map(str, seeds))}" if arg == given[0] else arg for arg in argv]
     return out if {"-m", "--multirun"} & set(out) else ["--multirun", *out]
 
@@ -67,7 +67,7 @@ def expand_overrides_from(argv: list[str]) -> list[str]:
     reaches every stage that passes it (dvc.yaml), before each row's own patch. Overrides after it win."""
     out = []
     for arg in argv:
-        out += read_overrides(arg[len(OVERRIDES_FROM) :]) if arg.startswith(OVERRIDES_FROM) else [arg]
+        out += Params.read(arg[len(OVERRIDES_FROM) :]).overrides() if arg.startswith(OVERRIDES_FROM) else [arg]
     return out
 
 

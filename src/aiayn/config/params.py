@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import io
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -20,66 +21,82 @@ OVERRIDE_GROUPS = ("model", "train", "decode")  # params.yaml's overrides of con
 DESIGN_KEYS = ("alpha", "power", "margin_bleu", "bleu_scale", "max_seeds")
 
 
-def _load(path: Path, key: str) -> dict[str, Any]:
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} not found (needed for its '{key}' list)")
-    try:
-        params = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as err:
-        raise ValueError(f"{path}: not valid YAML ({err})") from err
-    return params if isinstance(params, dict) else {}
+@dataclass(frozen=True)
+class Params:
+    """A params file's contents (`Params.read`, or values already read, e.g. with `-S` values set), read as the
+    pipeline's lists; every error names the file, the key and the bad item."""
 
+    data: Mapping[str, Any]
+    path: Path
 
-def _items(path: Path, key: str, values: Any, kind: Callable[[Any], T]) -> list[T]:
-    """`values` as a list of `kind`; errors name the file, the key and the bad item."""
-    if not isinstance(values, list):
-        raise ValueError(f"{path}: key '{key}' must be a list, got {values!r}")
-    out = []
-    for i, value in enumerate(values):
-        if isinstance(value, (bool, dict, list)) or value is None:
-            raise ValueError(f"{path}: {key}[{i}] = {value!r} is not a {kind.__name__}")
+    @classmethod
+    def read(cls, path: str | Path) -> Params:
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"{path} not found (needed for its rows, seeds and overrides)")
         try:
-            out.append(kind(value))
-        except (TypeError, ValueError) as err:
-            raise ValueError(f"{path}: {key}[{i}] = {value!r} is not a {kind.__name__}") from err
-    return out
+            data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        except yaml.YAMLError as err:
+            raise ValueError(f"{path}: not valid YAML ({err})") from err
+        return cls(data if isinstance(data, dict) else {}, path)
 
+    def _items(self, key: str, values: Any, kind: Callable[[Any], T]) -> list[T]:
+        if not isinstance(values, list):
+            raise ValueError(f"{self.path}: key '{key}' must be a list, got {values!r}")
+        out = []
+        for i, value in enumerate(values):
+            try:
+                if isinstance(value, (bool, dict, list)) or value is None:
+                    raise TypeError(value)
+                out.append(kind(value))
+            except (TypeError, ValueError) as err:
+                raise ValueError(f"{self.path}: {key}[{i}] = {value!r} is not a {kind.__name__}") from err
+        return out
 
-def read_params_list(path: str | Path, key: str, kind: Callable[[Any], T]) -> list[T]:
-    """`key` of a params file as a non-empty list of `kind`; errors name the file, the key and the bad item."""
-    return _list_of(_load(Path(path), key), Path(path), key, kind)
+    def list_of(self, key: str, kind: Callable[[Any], T]) -> list[T]:
+        """`key` as a non-empty list of `kind`."""
+        values = self.data.get(key)
+        if not isinstance(values, list) or not values:
+            raise ValueError(f"{self.path}: key '{key}' must be a non-empty list, got {values!r}")
+        return self._items(key, values, kind)
 
+    def extra_seeds(self) -> dict[str, list[int]]:
+        """`extra_seeds` as row -> list of seeds; absent or empty is {}."""
+        extra = self.data.get(EXTRA_SEEDS) or {}
+        if not isinstance(extra, dict):
+            raise ValueError(f"{self.path}: key '{EXTRA_SEEDS}' must map rows to lists of seeds, got {extra!r}")
+        return {str(row): self._items(f"{EXTRA_SEEDS}.{row}", seeds or [], int) for row, seeds in extra.items()}
 
-def _list_of(params: Mapping[str, Any], path: Path, key: str, kind: Callable[[Any], T]) -> list[T]:
-    values = params.get(key)
-    if not isinstance(values, list) or not values:
-        raise ValueError(f"{path}: key '{key}' must be a non-empty list, got {values!r}")
-    return _items(path, key, values, kind)
+    def seeds_per_row(self, rows: Iterable[str] | None = None) -> dict[str, list[int]]:
+        """Each row's seeds (the file's `rows` unless given): `seeds`, then its `extra_seeds`, each seed once."""
+        rows = self.list_of("rows", str) if rows is None else list(rows)
+        seeds, extra = self.list_of("seeds", int), self.extra_seeds()
+        return {row: list(dict.fromkeys([*seeds, *extra.get(row, [])])) for row in rows}
 
+    def overrides(self) -> list[str]:
+        """The `model`, `train`, `decode` and `aggregate` mappings as Hydra overrides (`train.lr_factor=2`), nulls
+        left out; a key the schema does not have is refused naming the nearest valid one."""
+        from aiayn.config.rowfile import nearest_key
+        from aiayn.config.schema import ROW_GROUPS
 
-def read_extra_seeds(path: str | Path) -> dict[str, list[int]]:
-    """`extra_seeds` of a params file as row -> list of seeds; absent or empty is {}."""
-    return _extra_seeds_of(_load(Path(path), EXTRA_SEEDS), Path(path))
-
-
-def _extra_seeds_of(params: Mapping[str, Any], path: Path) -> dict[str, list[int]]:
-    extra = params.get(EXTRA_SEEDS) or {}
-    if not isinstance(extra, dict):
-        raise ValueError(f"{path}: key '{EXTRA_SEEDS}' must map rows to lists of seeds, got {extra!r}")
-    return {str(row): _items(path, f"{EXTRA_SEEDS}.{row}", seeds or [], int) for row, seeds in extra.items()}
-
-
-def seeds_per_row(path: str | Path, rows: Iterable[str] | None = None) -> dict[str, list[int]]:
-    """Each row's seeds (the file's `rows` unless given): `seeds`, then its `extra_seeds`, each seed once."""
-    return seeds_of(_load(Path(path), "seeds"), path, rows)
-
-
-def seeds_of(params: Mapping[str, Any], path: str | Path, rows: Iterable[str] | None = None) -> dict[str, list[int]]:
-    """`seeds_per_row` of params already read (e.g. with `-S` values set); `path` names them in errors."""
-    path = Path(path)
-    rows = _list_of(params, path, "rows", str) if rows is None else list(rows)
-    seeds, extra = _list_of(params, path, "seeds", int), _extra_seeds_of(params, path)
-    return {row: list(dict.fromkeys([*seeds, *extra.get(row, [])])) for row in rows}
+        out = []
+        keys = {group: [f.name for f in dataclasses.fields(ROW_GROUPS[group])] for group in OVERRIDE_GROUPS}
+        for group, names in {**keys, "aggregate": list(DESIGN_KEYS)}.items():
+            values = self.data.get(group) or {}
+            if not isinstance(values, dict):
+                raise ValueError(
+                    f"{self.path}: key '{group}' must map {group} settings to values (null: none), got {values!r}"
+                )
+            valid = [f"{group}.{f}" for f in names]
+            for key, value in values.items():
+                if f"{group}.{key}" not in valid:
+                    hint = nearest_key(f"{group}.{key}", valid)
+                    raise ValueError(
+                        f"{self.path}: unknown key '{group}.{key}'" + (f" (did you mean '{hint}'?)" if hint else "")
+                    )
+                if value is not None:
+                    out.append(f"{group}.{key}={_hydra_value(value)}")
+        return out
 
 
 def add_extra_seeds(path: str | Path, additions: Mapping[str, Iterable[int]]) -> dict[str, list[int]]:
@@ -89,7 +106,7 @@ def add_extra_seeds(path: str | Path, additions: Mapping[str, Iterable[int]]) ->
     from ruamel.yaml.comments import CommentedSeq
 
     path = Path(path)
-    read_extra_seeds(path)  # refuse a malformed file before editing it
+    Params.read(path).extra_seeds()  # refuse a malformed file before editing it
     rt, data = _round_trip(path)
     if not isinstance(data.get(EXTRA_SEEDS), dict):
         data[EXTRA_SEEDS] = {}
@@ -100,7 +117,7 @@ def add_extra_seeds(path: str | Path, additions: Mapping[str, Iterable[int]]) ->
         merged.fa.set_flow_style()  # "A1: [4, 5]", one line a row
         extra[row] = merged
     _write(rt, data, path)
-    return read_extra_seeds(path)
+    return Params.read(path).extra_seeds()
 
 
 def _round_trip(path: Path) -> tuple[Any, Any]:
@@ -150,7 +167,7 @@ def sync_overrides(path: str | Path) -> list[str]:
 def write_seed_lists(params_file: str | Path, out_dir: str | Path) -> dict[str, list[int]]:
     """One `{row}.yaml` holding `seeds: [...]` per row of the params file: what train@{row} and evaluate@{row} run
     (seeds_from) and track, so a row's stages rerun only when its own seeds change."""
-    per_row = seeds_per_row(params_file)
+    per_row = Params.read(params_file).seeds_per_row()
     for row, seeds in per_row.items():
         atomic_write_text(
             Path(out_dir) / f"{row}.yaml",
@@ -158,35 +175,6 @@ def write_seed_lists(params_file: str | Path, out_dir: str | Path) -> dict[str, 
             f"(written by pipeline/seeds.py)\nseeds: [{', '.join(map(str, seeds))}]\n",
         )
     return per_row
-
-
-def read_overrides(path: str | Path) -> list[str]:
-    """params.yaml's `model`, `train`, `decode` and `aggregate` mappings as Hydra overrides (`train.lr_factor=2`),
-    nulls left out; a key the schema does not have is refused naming the file, the key and the nearest valid one."""
-    return overrides_of(_load(Path(path), "overrides"), path)
-
-
-def overrides_of(params: Mapping[str, Any], path: str | Path) -> list[str]:
-    """`read_overrides` of params already read; `path` names them in errors."""
-    from aiayn.config.rowfile import nearest_key
-    from aiayn.config.schema import ROW_GROUPS
-
-    path, out = Path(path), []
-    keys = {group: [f.name for f in dataclasses.fields(ROW_GROUPS[group])] for group in OVERRIDE_GROUPS}
-    for group, names in {**keys, "aggregate": list(DESIGN_KEYS)}.items():
-        values = params.get(group) or {}
-        if not isinstance(values, dict):
-            raise ValueError(f"{path}: key '{group}' must map {group} settings to values (null: none), got {values!r}")
-        valid = [f"{group}.{f}" for f in names]
-        for key, value in values.items():
-            if f"{group}.{key}" not in valid:
-                hint = nearest_key(f"{group}.{key}", valid)
-                raise ValueError(
-                    f"{path}: unknown key '{group}.{key}'" + (f" (did you mean '{hint}'?)" if hint else "")
-                )
-            if value is not None:
-                out.append(f"{group}.{key}={_hydra_value(value)}")
-    return out
 
 
 def _hydra_value(value: Any) -> str:

@@ -10,7 +10,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from aiayn import runspec, tracking
-from aiayn.config.params import read_params_list, seeds_per_row
+from aiayn.config.params import Params
 from aiayn.io import atomic_write_json
 from aiayn.report import aggregate as build_tables
 from aiayn.report.significance import Design
@@ -28,10 +28,11 @@ def rows_and_seeds(cfg: DictConfig) -> tuple[list[str], dict[str, list[int]], li
     a = cfg.aggregate
     if (a.rows is None or a.seeds is None) and not Path(a.params_file).exists():
         raise FileNotFoundError(f"{a.params_file} not found: pass aggregate.rows=[...] and aggregate.seeds=[...]")
-    rows = list(a.rows) if a.rows is not None else read_params_list(a.params_file, "rows", str)
-    if a.seeds is not None:
+    params = Params.read(a.params_file) if a.rows is None or a.seeds is None else None
+    rows = list(a.rows) if params is None or a.rows is not None else params.list_of("rows", str)
+    if params is None or a.seeds is not None:
         return rows, {row: list(a.seeds) for row in rows}, list(a.seeds)
-    return rows, seeds_per_row(a.params_file, rows), read_params_list(a.params_file, "seeds", int)
+    return rows, params.seeds_per_row(rows), params.list_of("seeds", int)
 
 
 def design_of(cfg: DictConfig, seeds: dict[str, list[int]], pilot: list[int]) -> Design:
