@@ -90,9 +90,8 @@ def test_one_extension_edits_params_runs_repro_and_a_second_is_refused(project: 
     plan = run(params, table, dry=False, repro=(sys.executable, "-c", final, str(table)))
     assert plan.adds == {"base": [4, 5, 6, 7, 8], "A1": [4, 5], "A3": [4, 5, 6, 7, 8]}
     assert Params.read(params).extra_seeds() == plan.adds
-    assert Params.read(params).seeds_per_row()["A3"] == [1, 2, 3, 4, 5, 6, 7, 8] and Params.read(
-        params
-    ).seeds_per_row()["B1"] == [1, 2, 3]
+    per_row = Params.read(params).seeds_per_row()
+    assert per_row["A3"] == [1, 2, 3, 4, 5, 6, 7, 8] and per_row["B1"] == [1, 2, 3]
     out = capsys.readouterr().out
     assert "pooled SD of the paired differences 0.41; each row decided by its family interval at level 0.9974" in out
     assert "A1: difference, resolve the sign of Δ -1.20; 5 planned, has 3; + seeds 4 5" in out

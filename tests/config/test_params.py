@@ -115,9 +115,8 @@ def test_adding_extra_seeds_to_the_shipped_params_keeps_every_comment(repo_root:
     assert "  base: [4, 5, 6]\n  A1: [4, 5, 6]\n" in after  # one line a row
     old, new = yaml.safe_load(before), yaml.safe_load(after)
     assert new == {**old, "extra_seeds": {"base": [4, 5, 6], "A1": [4, 5, 6]}}
-    assert Params.read(params).seeds_per_row()["A1"] == [1, 2, 3, 4, 5, 6] and Params.read(params).seeds_per_row()[
-        "C1"
-    ] == [1, 2, 3]
+    per_row = Params.read(params).seeds_per_row()
+    assert per_row["A1"] == [1, 2, 3, 4, 5, 6] and per_row["C1"] == [1, 2, 3]
     assert not list(tmp_path.glob(".params.yaml.*"))  # the atomic write left no temporary file
 
 
