@@ -102,6 +102,19 @@ def test_repro_writes_table3_with_every_row_and_seed(repo: Path) -> None:
     assert (repo / "results" / "table3.md").exists()
 
 
+def test_every_output_file_is_stored_once(repo: Path) -> None:
+    # DVC links its cache into the workspace (.dvc/config's cache.type), directory outputs such as runs/base too:
+    # each file of an out shares its inode with the cache, so the checkpoints are on disk once, not twice.
+    lock = yaml.safe_load((repo / "dvc.lock").read_text())
+    outs = {repo / o["path"] for stage in lock["stages"].values() for o in stage.get("outs", [])}
+    files = [f for o in outs for f in ([o] if o.is_file() else o.rglob("*")) if f.is_file() and f.name != ".lock"]
+    cached = {f.stat().st_ino for f in (repo / ".dvc" / "cache").rglob("*") if f.is_file()}
+    linked = {f.read_bytes() for f in files if f.stat().st_ino in cached}
+    # DVC links one of two files with the same bytes (the smoke model's dev hypotheses can be alike across seeds)
+    copied = [str(f.relative_to(repo)) for f in files if f.stat().st_ino not in cached and f.read_bytes() not in linked]
+    assert any(f.suffix == ".ckpt" for f in files) and not copied, copied
+
+
 def test_second_repro_reruns_nothing(repo: Path) -> None:
     # Bytecode that Python writes into src/ as stages import it (an editable install) changes no stage.
     run([sys.executable, "-m", "compileall", "-q", "src", "pipeline"], repo)
