@@ -10,6 +10,7 @@ bench/gpu_pipeline.sh is the entry point (it installs the carried wheels on the 
 
     python bench/gpu_pipeline.py run [--data DIR] [--steps 2000] [--workdir DIR] [--budget-s S] [--cpu-smoke]
     python bench/gpu_pipeline.py prepare     # here: .whl (what the GPU image lacks) and .gpu_data/multi30k
+    python bench/gpu_pipeline.py lock [--image FILE]   # what prepare carries for an image's package list
 
 --cpu-smoke: the same flow on trainer=cpu, 40 steps of a tiny model on a 2000-pair slice of the data.
 --workdir: a folder that is reused when it already holds a copy, so a run stopped at --budget-s resumes there.
@@ -38,47 +39,13 @@ from aiayn import runspec  # run folders and file names, from the one place that
 from aiayn.project import REPO, copy_project  # one copy of the project, shared with the DVC tests
 from aiayn.runspec import RunSpec
 
-# Packages the GPU image already holds (/work/.library/device/KINDS.md, read 2026-11-17) among those the wheels
-# below need; everything else in the closure of ROOTS is carried, pinned to this environment's versions.
-ON_DEVICE = {
-    "aiohappyeyeballs",
-    "aiohttp",
-    "aiosignal",
-    "attrs",
-    "certifi",
-    "charset-normalizer",
-    "click",
-    "cloudpickle",
-    "colorama",
-    "filelock",
-    "frozenlist",
-    "fsspec",
-    "idna",
-    "joblib",
-    "markdown-it-py",
-    "mdurl",
-    "multidict",
-    "networkx",
-    "packaging",
-    "pathspec",
-    "propcache",
-    "psutil",
-    "pygments",
-    "pyparsing",
-    "python-dateutil",
-    "pyyaml",
-    "regex",
-    "requests",
-    "rich",
-    "setuptools",
-    "six",
-    "tabulate",
-    "tqdm",
-    "typing-extensions",
-    "urllib3",
-    "yarl",
-}
-ROOTS = ("dvc", "hydra-core", "omegaconf", "sacremoses")  # torch, lightning, sacrebleu, sentencepiece: on the image
+# What the GPU run takes from the image and never carries: torch's CUDA build and the Lightning beside it; wandb
+# (logger=none there) and the SLURM launcher are not used. Everything else pyproject.toml requires is carried as
+# wheels where bench/gpu-image.txt (the image's packages) lacks it or holds a version a requirement refuses.
+NOT_CARRIED = ("torch", "lightning", "wandb", "hydra-submitit-launcher")
+SOURCE_ONLY = ("antlr4-python3-runtime",)  # published as a source distribution only: built into a wheel here
+IMAGE = REPO / "bench/gpu-image.txt"
+GPU_PYTHON = {"python_version": "3.12", "python_full_version": "3.12.3"}  # the image's python3
 PLATFORMS = (
     "manylinux_2_28_x86_64",
     "manylinux_2_27_x86_64",
@@ -87,7 +54,7 @@ PLATFORMS = (
     "manylinux1_x86_64",
 )
 ROWS, SEEDS = ["base", "D1"], [1, 2]
-OUT_FILES = ("table3.md", "table2.md", "table3.csv", "table2.csv", "metrics.json", "curves.csv")  # + log, runs.json
+OUT_FILES = ("table3.md", "table2.md", "table3.csv", "metrics.json", "curves.csv")  # + log, runs.json, gpu-image.txt
 
 
 def scale_config(steps: int, smoke: bool) -> str:
@@ -123,39 +90,13 @@ def smoke_slice(data: Path, dst: Path, train_lines: int = 2000, val_lines: int =
     return dst
 
 
-def git_shim(argv: list[str]) -> int:
-    """`git init -q` and `git ls-files -co --exclude-standard` (all copy_project asks of git) through dulwich, a DVC
-    dependency, for a machine without a git binary."""
-    from dulwich.ignore import IgnoreFilterManager
-    from dulwich.repo import Repo
-
-    if argv[:1] == ["init"]:
-        Repo.init(next((a for a in argv[1:] if not a.startswith("-")), "."))
-        return 0
-    if argv[:1] != ["ls-files"]:
-        sys.exit(f"git shim: only init and ls-files, not {argv}")
-    repo = Repo(".")
-    ignore = IgnoreFilterManager.from_repo(repo)
-    listed = {p.decode() for p in repo.open_index()}
-    for top, dirs, files in os.walk("."):
-        rel = "" if top == "." else os.path.relpath(top, ".") + "/"
-        dirs[:] = [d for d in dirs if d != ".git" and not ignore.is_ignored(rel + d + "/")]
-        listed |= {rel + f for f in files if not ignore.is_ignored(rel + f)}
-    print("\n".join(sorted(listed)))
-    return 0
-
-
 def tool_dir(scratch: Path) -> Path:
-    """`python` (this interpreter, for DVC's stage commands) and, where there is no git, the shim above."""
+    """`python`: this interpreter, for DVC's stage commands."""
     bin_dir = scratch / "bin"
     bin_dir.mkdir()
-    shims = {"python": f'"{sys.executable}"'}  # a script, not a link: a venv's python finds its venv only by path
-    if shutil.which("git") is None:
-        shims["git"] = f'"{sys.executable}" "{Path(__file__).resolve()}" git'
-        print("no git binary: copy_project's git calls go through dulwich")
-    for name, cmd in shims.items():
-        (bin_dir / name).write_text(f'#!/bin/sh\nexec {cmd} "$@"\n')
-        (bin_dir / name).chmod(0o755)
+    # a script, not a link: a venv's python finds its venv only by path
+    (bin_dir / "python").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    (bin_dir / "python").chmod(0o755)
     return bin_dir
 
 
@@ -253,8 +194,10 @@ def fmt(value, spec: str) -> str:
 def make_copy(args: argparse.Namespace) -> tuple[Path, bool]:
     """The project copied into --workdir (or a temporary folder) with this run's params and two config files; a
     folder that already holds a copy is reused (True: resumed)."""
-    if not (REPO / ".git").exists():  # the GPU machine's copy of the checkout: let git list its files
-        subprocess.run(["git", "init", "-q"], cwd=REPO, check=True)
+    if not (REPO / ".git").exists():  # the GPU machine's copy of the checkout: a repository lists its files
+        from dulwich.repo import Repo
+
+        Repo.init(str(REPO))
     work = Path(args.workdir).resolve() if args.workdir else Path(tempfile.mkdtemp(prefix="aiayn-gpu-pipeline-"))
     resumed = (work / "dvc.yaml").is_file()
     if not resumed:
@@ -318,7 +261,7 @@ def run(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     out = Path(os.environ["OUT"]) if os.environ.get("OUT") else None
     scratch = Path(tempfile.mkdtemp(prefix="aiayn-gpu-pipeline-tools-"))
-    os.environ["PATH"] = f"{tool_dir(scratch)}{os.pathsep}{os.environ['PATH']}"  # copy_project's git, DVC's python
+    os.environ["PATH"] = f"{tool_dir(scratch)}{os.pathsep}{os.environ['PATH']}"  # DVC's python
     if "GIT_CONFIG_COUNT" not in os.environ:  # root in a checkout copied by another user: git would refuse it
         os.environ |= {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory", "GIT_CONFIG_VALUE_0": "*"}
     work, resumed = make_copy(args)
@@ -360,76 +303,88 @@ def run(args: argparse.Namespace) -> int:
     return rc
 
 
-def needed_wheels() -> dict[str, str]:
-    """The closure of ROOTS in this environment (Python 3.12 markers), less ON_DEVICE: name -> installed version."""
+def image_packages(path: Path = IMAGE) -> dict[str, str | None]:
+    """The image's packages (a `pip list --format=freeze` file): name -> version, None where only the name is known."""
+    from packaging.utils import canonicalize_name
+
+    out: dict[str, str | None] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line := line.split("#")[0].strip():
+            name, _, version = line.partition("==")
+            out[canonicalize_name(name)] = version.strip() or None
+    return out
+
+
+def carried(image: dict[str, str | None]) -> dict[str, str]:
+    """What the GPU run installs: name -> this environment's version, for each package that pyproject.toml's
+    dependencies (less NOT_CARRIED) need on the image's Python and `image` lacks, or holds at a version that some
+    requirement on it refuses. A package the image satisfies brings its own dependencies."""
     import importlib.metadata as md
 
+    import tomllib
     from packaging.markers import default_environment
     from packaging.requirements import Requirement
     from packaging.utils import canonicalize_name
 
-    marker_env = default_environment() | {"python_version": "3.12", "python_full_version": "3.12.3", "extra": ""}
-    found: dict[str, str] = {}
-    todo = list(ROOTS)
-    while todo:
-        name = canonicalize_name(todo.pop())
-        if name in found or name in ON_DEVICE:
+    env = {**default_environment(), **GPU_PYTHON, "extra": ""}
+
+    def needs(requirements: list[str]) -> list[Requirement]:
+        return [r for r in map(Requirement, requirements) if not r.marker or r.marker.evaluate(env)]
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["dependencies"]
+    roots = [r for r in needs(project) if canonicalize_name(r.name) not in NOT_CARRIED]
+    deps: dict[str, list[Requirement]] = {}
+    specs: dict[str, list] = {}
+    todo = list(roots)
+    while todo:  # the whole closure in this environment, with every specifier put on each package
+        req = todo.pop()
+        name = canonicalize_name(req.name)
+        specs.setdefault(name, []).append(req.specifier)
+        if name not in deps:
+            deps[name] = needs(md.distribution(name).requires or [])
+            todo += deps[name]
+    out: dict[str, str] = {}
+    todo = list(roots)
+    while todo:  # from the roots, through what the image cannot provide
+        name = canonicalize_name(todo.pop().name)
+        if name in out:
             continue
-        dist = md.distribution(name)
-        found[name] = dist.version
-        todo += [r.name for r in map(Requirement, dist.requires or []) if not r.marker or r.marker.evaluate(marker_env)]
-    return found
-
-
-def canonical(wheel: Path) -> str:
-    return re.sub(r"[-_.]+", "-", wheel.name.split("-")[0]).lower()
+        version = image.get(name, "")
+        if version is None or (version and all(s.contains(version, prereleases=True) for s in specs[name])):
+            continue  # on the image, and good enough for every requirement on it
+        out[name] = md.version(name)
+        todo += deps[name]
+    return dict(sorted(out.items()))
 
 
 def prepare(args: argparse.Namespace) -> int:
-    """Here, before a GPU run: .whl/ (cp312 wheels of what the GPU image lacks) and .gpu_data/multi30k, both ignored
-    through .git/info/exclude, to travel with `carry`."""
-    exclude = Path(
-        subprocess.run(
-            ["git", "rev-parse", "--git-path", "info/exclude"], cwd=REPO, capture_output=True, text=True, check=True
-        ).stdout.strip()
-    )
-    exclude = exclude if exclude.is_absolute() else REPO / exclude
-    exclude.parent.mkdir(parents=True, exist_ok=True)
-    lines = exclude.read_text().splitlines() if exclude.is_file() else []
-    exclude.write_text("\n".join(lines + [p for p in ("/.whl/", "/.gpu_data/") if p not in lines]) + "\n")
+    """Here, before a GPU run: .whl/ (requirements.txt, the lock the GPU run installs, and its cp312 wheels) and
+    .gpu_data/multi30k; both are git-ignored, to travel with `carry`."""
     shutil.copytree(Path(args.data).resolve(), REPO / ".gpu_data" / "multi30k", dirs_exist_ok=True)
-    pins = needed_wheels()
+    pins = carried(image_packages())
     wheels = REPO / ".whl"
-    for old in wheels.glob("*.whl"):  # one version of each: two would stop the install there
-        if canonical(old) in pins:
-            old.unlink()
-    pip = [
-        sys.executable,
-        "-m",
-        "pip",
-        "download",
-        "--quiet",
-        "--no-deps",
-        "--only-binary=:all:",
-        "--python-version",
-        "3.12",
-        "--implementation",
-        "cp",
-        *[f"--platform={p}" for p in PLATFORMS],
-        "-d",
-        str(wheels),
-    ]
-    built = [f"{n}=={v}" for n, v in pins.items() if n == "antlr4-python3-runtime"]  # published as a source only
-    subprocess.run(pip + [f"{n}=={v}" for n, v in pins.items() if f"{n}=={v}" not in built], check=True)
+    shutil.rmtree(wheels, ignore_errors=True)  # one version of each: two would stop the install there
+    wheels.mkdir()
+    lock = wheels / "requirements.txt"
+    lock.write_text(
+        "# bench/gpu_pipeline.py prepare: pyproject.toml's dependencies that the GPU image (bench/gpu-image.txt)\n"
+        "# lacks, at this environment's versions; installed there with --no-index --no-deps from this folder\n"
+        + "".join(f"{name}=={version}\n" for name, version in pins.items())
+    )
+    pip = [sys.executable, "-m", "pip"]
+    built = [f"{n}=={v}" for n, v in pins.items() if n in SOURCE_ONLY]
     if built:
-        subprocess.run(
-            [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(wheels), *built], check=True
-        )
-    have = {canonical(w) for w in wheels.glob("*.whl")}
-    missing = sorted(set(pins) - have)
-    size = sum(p.stat().st_size for p in [*wheels.glob("*.whl"), *(REPO / ".gpu_data").rglob("*")] if p.is_file())
-    print(f"{len(have)} wheels in .whl, {len(missing)} missing {missing}; .whl + .gpu_data: {size / 2**20:.1f} MiB")
-    return 1 if missing else 0
+        subprocess.run([*pip, "wheel", "--quiet", "--no-deps", "-w", str(wheels), *built], check=True)
+    platforms = [f"--platform={p}" for p in PLATFORMS]
+    subprocess.run(
+        [*pip, "download", "--quiet", "--no-deps", "--only-binary=:all:", "--python-version", "3.12"]
+        + ["--implementation", "cp", *platforms, "-d", str(wheels)]
+        + [f"{n}=={v}" for n, v in pins.items() if n not in SOURCE_ONLY],
+        check=True,
+    )
+    size = sum(p.stat().st_size for p in [*wheels.iterdir(), *(REPO / ".gpu_data").rglob("*")] if p.is_file())
+    print(f"{len(pins)} packages in {lock.relative_to(REPO)}; .whl + .gpu_data: {size / 2**20:.1f} MiB")
+    return 0
 
 
 def main() -> int:
@@ -449,13 +404,15 @@ def main() -> int:
     p_run.add_argument("--keep", action="store_true", help="keep the temporary copy")
     p_prep = sub.add_parser("prepare", help="fill .whl and .gpu_data for the GPU machine")
     p_prep.add_argument("--data", default=str(REPO.parent / "shared/data/multi30k"))
-    if sys.argv[1:2] == ["git"]:
-        return git_shim(sys.argv[2:])
-    args = parser.parse_args(
-        sys.argv[1:] if sys.argv[1:2] in (["run"], ["prepare"], ["-h"], ["--help"]) else ["run", *sys.argv[1:]]
-    )
+    p_lock = sub.add_parser("lock", help="print what prepare would carry (name==version), for an image's package list")
+    p_lock.add_argument("--image", type=Path, default=IMAGE, help="a `pip list --format=freeze` file of the image")
+    commands = (["run"], ["prepare"], ["lock"], ["-h"], ["--help"])
+    args = parser.parse_args(sys.argv[1:] if sys.argv[1:2] in commands else ["run", *sys.argv[1:]])
     if args.command == "prepare":
         return prepare(args)
+    if args.command == "lock":
+        print("".join(f"{name}=={version}\n" for name, version in carried(image_packages(args.image)).items()), end="")
+        return 0
     args.steps = args.steps or (40 if args.cpu_smoke else 2000)
     if args.steps % 20:
         parser.error(f"--steps {args.steps}: give a multiple of 20 (snapshots every steps/20, base averages 5)")

@@ -4,9 +4,11 @@
 # stage's time, dev/test BLEU, dev PPL and tokens/s per run, results/table3.md and table2.md, then RESULT lines
 # (headline last: base_dev_bleu). With $OUT set, the log, the tables and runs.json are written there.
 #
-# The GPU machine lacks DVC, Hydra and their dependencies, and ../shared does not travel, so first, here, once:
-#   bash bench/gpu_pipeline.sh --prepare   # .whl/: cp312 wheels (~20 MiB); .gpu_data/multi30k (4 MiB); both ignored
-# then the device tool's call (15 minutes of device time in all: the machine's start, this run and one rerun):
+# The GPU image lacks DVC, Hydra and some of their dependencies, and ../shared does not travel, so first, here, once:
+#   bash bench/gpu_pipeline.sh --prepare   # .whl/: the lock (requirements.txt) and its cp312 wheels; .gpu_data/multi30k
+# (both git-ignored). What is carried is pyproject.toml's dependencies less what bench/gpu-image.txt, the image's
+# package list, already satisfies; a run with $OUT set writes the machine's own list to $OUT/gpu-image.txt.
+# Then the device tool's call (15 minutes of device time in all: the machine's start, this run and one rerun):
 #   run(command="bash bench/gpu_pipeline.sh --data .gpu_data/multi30k --workdir /tmp/aiayn-gpu-pipeline --budget-s 300",
 #       carry=[".whl", ".gpu_data"], timeout_s=360)
 # A run stopped at --budget-s keeps its copy in /tmp/aiayn-gpu-pipeline while the machine stays warm (30 s): the
@@ -23,10 +25,11 @@ export PYTHONUNBUFFERED=1
 if [[ "${1:-}" == "--prepare" ]]; then
   exec "$PY" bench/gpu_pipeline.py prepare "${@:2}"
 fi
+if [[ -n "${OUT:-}" ]]; then "$PY" -m pip list --format=freeze > "$OUT/gpu-image.txt"; fi  # the image's own
 if ! "$PY" -c "import dvc, hydra, sacremoses" 2>/dev/null; then  # the GPU image: install the carried wheels
   [[ -d .whl ]] || { echo "no DVC/Hydra here and no .whl/: run 'bash bench/gpu_pipeline.sh --prepare' first"; exit 2; }
   [[ -d /tmp/site/dvc ]] || "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site .whl/*.whl
+    --target /tmp/site --find-links .whl -r .whl/requirements.txt
   export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
 fi
 "$PY" -c "import torch, lightning; print('torch', torch.__version__, 'lightning', lightning.__version__, 'cuda', torch.cuda.is_available())"
