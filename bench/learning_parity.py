@@ -43,6 +43,7 @@ import time
 from pathlib import Path
 
 from aiayn import runspec
+from aiayn.runspec import RunSpec
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "multi30k"
@@ -347,10 +348,14 @@ def pipeline_train(workdir: str, seed: int, setting: dict, system: str, device: 
             raise RuntimeError(f"{system} seed {seed}: pipeline/{stage}.py failed:\n{proc.stderr[-3000:]}")
         if stage == "train":
             train_s = time.perf_counter() - start
-    # The overrides make a variant of base, so the stages write runs/{tag}/base/{variant}/seed{seed} (and evals/...
-    # likewise, with the decode settings in the name): each system has its own folders, so one variant each.
-    trained = json.loads(_one(Path(workdir) / f"runs/{tag}/base", f"seed{seed}/{runspec.TRAIN_SUMMARY}").read_text())
-    ev = json.loads(_one(Path(workdir) / f"evals/{tag}/base", f"seed{seed}/{runspec.EVAL}").read_text())
+    # The overrides make a variant of base: its folders are the ones RunSpec names for the same composition.
+    from aiayn.config.composition import compose
+    from aiayn.config.resolve import prepare
+
+    trained_in = RunSpec.of(prepare(compose(overrides))).run_dir
+    evaluated_in = RunSpec.of(prepare(compose([*overrides, "decode=greedy"]))).eval_dir
+    trained = json.loads((Path(workdir) / trained_in / runspec.TRAIN_SUMMARY).read_text())
+    ev = json.loads((Path(workdir) / evaluated_in / runspec.EVAL).read_text())
     return {
         "steps": trained["steps"],
         "tgt_tokens_per_step": trained["tokens_seen"]["tgt"] / trained["steps"],
@@ -359,14 +364,6 @@ def pipeline_train(workdir: str, seed: int, setting: dict, system: str, device: 
         "dev_bleu": ev["dev"]["bleu"],
         "test_bleu": ev["test"]["bleu"],
     }
-
-
-def _one(folder: Path, name: str) -> Path:
-    """The one file `folder/[variant/]name` the stages wrote; an error naming what was found otherwise."""
-    found = sorted({*folder.glob(name), *folder.glob(f"*/{name}")})
-    if len(found) != 1:
-        raise FileNotFoundError(f"expected one {name} under {folder}, found {[str(p) for p in found]}")
-    return found[0]
 
 
 def slug(system: str) -> str:
