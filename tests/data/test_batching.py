@@ -138,3 +138,19 @@ def test_bucket_zero_and_one_leave_batching_as_it_was():
 def test_padding_fraction_counts_the_bucketed_widths():
     # widths 4 -> 8 and 3 -> 8: 2 sentences x 16 positions, 12 real
     assert padding_fraction([[0, 1]], np.array([2, 4]), np.array([3, 3]), bucket=8) == pytest.approx(1 - 12 / 32)
+
+
+def test_source_order_groups_by_source_length_as_fairseq_and_keeps_the_budget():
+    """order="source" sorts by (source, target) length: a batch's source lengths are nearly equal and its target
+    lengths vary; "longer" makes target lengths nearly equal. Both cover every example once within the budget."""
+    src, tgt = _lens(n=4000, seed=5)
+    spread = {}
+    for order in ("longer", "source"):
+        batches = list(TokenBatchSampler(src, tgt, max_tokens=600, seed=1, order=order))
+        assert sorted(i for b in batches for i in b) == list(range(len(src)))
+        assert all(len(b) * max(src[b].max(), tgt[b].max()) <= 600 for b in batches)
+        spread[order] = {side: np.mean([lens[b].std() for b in batches]) for side, lens in (("src", src), ("tgt", tgt))}
+    assert spread["source"]["src"] < 0.5 < spread["source"]["tgt"]
+    assert spread["source"]["src"] < spread["longer"]["src"] and spread["longer"]["tgt"] < spread["source"]["tgt"]
+    with pytest.raises(ValueError, match="batch order"):
+        TokenBatchSampler(src, tgt, 600, order="target")

@@ -90,6 +90,10 @@ class TrainConfig:
     # distinct shapes (compiled and CUDA graphs reused; aiayn.data.batching). The same model and loss on other
     # batches, with more padding.
     length_bucket: int = 0
+    # Which length a training batch's sentences share (aiayn.data.batching): "longer" side first, or "source" first
+    # as fairseq orders them (target lengths then vary within a batch). Departure: see
+    # docs/departures.md#token-budget-with-padding
+    batch_order: str = choice("longer", "source")
     lr_factor: float = 1.0  # multiplies Eq. 3; 1.0 is the paper
     warmup_steps: int = relative(4000)
     adam_beta1: float = 0.9

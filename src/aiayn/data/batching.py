@@ -4,6 +4,10 @@ Each batch holds about `max_tokens` source and `max_tokens` target tokens counte
 (batch size x longest sequence, per side), so memory per step is bounded. A single example longer than
 `max_tokens` forms a batch of its own rather than being dropped.
 
+Which length the sort puts first is `order` (train.batch_order): "longer" sorts by (longer side, target, source),
+so a batch's target lengths are nearly equal; "source" sorts by (source, target), as fairseq's LanguagePairDataset
+orders its indices, so target lengths vary within a batch. The budget is the same either way.
+
 With a length bucket K (train.length_bucket), every length is rounded up to a multiple of K before sorting and
 budgeting, and the collate pads each batch to those rounded lengths: a batch then has one of few shapes (a bucket's
 batches all hold max_tokens // L sentences of padded length L), which compiled graphs and CUDA graphs reuse.
@@ -43,11 +47,14 @@ def _greedy_batches(order: np.ndarray, src_lens: np.ndarray, tgt_lens: np.ndarra
     return batches
 
 
+ORDERS = ("longer", "source")  # what a batch's sentences share most: the longer side's length, or the source's
+
+
 class TokenBatchSampler:
     """Length-bucketed, token-budgeted, seeded, resumable and DDP-sharded batch sampler.
 
     Each epoch: a (seed, epoch)-seeded permutation is cut into windows of `sort_window` examples, each window is
-    sorted by (max, tgt, src) length (rounded up to `bucket`) and cut into token-budgeted batches, and the batch
+    sorted by length (rounded up to `bucket`; `order`: (max, tgt, src) or (src, tgt)) and cut into token-budgeted batches, and the batch
     order is shuffled. The epoch counter advances by itself on every new `__iter__` (Lightning does not call
     `set_epoch` on batch samplers).
     """
@@ -64,7 +71,10 @@ class TokenBatchSampler:
         rank: int = 0,
         sort_window: int = 1 << 20,
         bucket: int = 0,
+        order: str = "longer",
     ):
+        if order not in ORDERS:
+            raise ValueError(f"batch order must be one of {ORDERS}, got {order!r}")
         if bucket < 0:
             raise ValueError(f"length bucket must be >= 0, got {bucket}")
         # Lengths as the batch's tensors will have them: rounded up to the bucket (the collate pads to it).
@@ -76,6 +86,7 @@ class TokenBatchSampler:
             raise ValueError(f"rank {rank} not in [0, num_replicas={num_replicas})")
         self.max_tokens, self.shuffle, self.seed = int(max_tokens), shuffle, seed
         self.drop_last, self.num_replicas, self.rank, self.sort_window = drop_last, num_replicas, rank, sort_window
+        self.order = order
         self.epoch, self._start, self._fresh = 0, 0, True
         self._cache: tuple[int, list] | None = None
 
@@ -87,10 +98,12 @@ class TokenBatchSampler:
         batches = []
         for lo in range(0, n, self.sort_window):
             window = perm[lo : lo + self.sort_window]
-            # Sort by (max, tgt, src) length: the token budget binds on the longer side, so grouping by it first
-            # gives fewer, fuller batches. Ties keep the random window order, so batches vary between epochs.
+            # "longer": by (max, tgt, src) length (the token budget binds on the longer side, so grouping by it
+            # first gives the fullest batches); "source": by (src, tgt), fairseq's order. Ties keep the random
+            # window order, so batches vary between epochs.
             s, t = self.src_lens[window], self.tgt_lens[window]
-            window = window[np.lexsort((s, t, np.maximum(s, t)))]
+            keys = (s, t, np.maximum(s, t)) if self.order == "longer" else (t, s)
+            window = window[np.lexsort(keys)]
             batches += _greedy_batches(window, self.src_lens, self.tgt_lens, self.max_tokens)
         if self.shuffle:
             batches = [batches[i] for i in rng.permutation(len(batches))]

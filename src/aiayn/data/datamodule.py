@@ -30,8 +30,10 @@ class TranslationDataModule(L.LightningDataModule):
         val_split: str = "valid",
         val_max_tokens: int | None = None,
         length_bucket: int = 0,
+        batch_order: str = "longer",
     ):
         super().__init__()
+        self.batch_order = batch_order  # training batches' sort (aiayn.data.batching.ORDERS)
         self.length_bucket = length_bucket  # lengths rounded up to a multiple of it, in batching and padding
         self.bpe_dir, self.max_tokens, self.seed, self.num_workers = Path(bpe_dir), max_tokens, seed, num_workers
         self.train_split, self.val_split = train_split, val_split
@@ -82,6 +84,7 @@ class TranslationDataModule(L.LightningDataModule):
             num_replicas=world,
             rank=rank,
             bucket=self.length_bucket,
+            order=self.batch_order if shuffle else "longer",  # validation: fullest batches, in a fixed order
         )
 
     def train_dataloader(self) -> DataLoader:

@@ -88,6 +88,7 @@ def _train(cfg: DictConfig, spec: RunSpec) -> dict[str, Any]:
         num_workers=cfg.train.num_workers,
         val_max_tokens=cfg.train.max_tokens,
         length_bucket=cfg.train.length_bucket,
+        batch_order=cfg.train.batch_order,
     )
     module = TranslationModule(
         model=plain(cfg.model),
