@@ -216,7 +216,7 @@ def make_copy(args: argparse.Namespace) -> tuple[Path, bool]:
     if args.cpu_smoke:  # inside the copy, so a resumed smoke reads the same path
         data = smoke_slice(data, work / "smoke_data")
     (work / "conf/data/multi30k_gpu.yaml").write_text(
-        f"# Multi30k from {data} (bench/gpu_pipeline.py)\ndefaults:\n  - multi30k\n  - _self_\npath: {data}\n"
+        f"# Multi30k's plain files in {data} (bench/gpu_pipeline.py)\ndefaults:\n  - local\n  - _self_\npath: {data}\n"
     )
     (work / "conf/scale/small_gpu.yaml").write_text(scale_config(args.steps, args.cpu_smoke))
     print(

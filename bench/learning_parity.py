@@ -121,7 +121,7 @@ def prepare_data(workdir: Path, data_path: Path, vocab: int, env: dict) -> None:
     """data/raw (cleaned Multi30k, a held-out test split carved from train) and data/bpe (joint BPE) in `workdir`."""
     if (workdir / "data" / "bpe" / "spm.model").is_file():
         return
-    common = ["data=multi30k", "scale=small", f"data.path={data_path}", f"data.vocab_size={vocab}", "logger=none"]
+    common = ["data=local", "scale=small", f"data.path={data_path}", f"data.vocab_size={vocab}", "logger=none"]
     for stage in ("fetch", "bpe"):
         subprocess.run(
             [sys.executable, str(REPO / "pipeline" / f"{stage}.py"), *common],
@@ -360,7 +360,7 @@ def reference_train(workdir: str, seed: int, setting: dict, system: str, device:
 def pipeline_train(workdir: str, seed: int, setting: dict, system: str, device: str, threads: int) -> dict:
     s, tag = setting, slug(system)
     overrides = [
-        "data=multi30k",
+        "data=local",
         "scale=small",
         "logger=none",
         f"seed={seed}",

@@ -1,6 +1,6 @@
 """DVC stage `fetch`: the raw parallel corpus in data/raw/{train,valid,test}.{src,tgt} and data/raw/stats.json.
 
-By hand: python pipeline/fetch.py data=synthetic   (or data=local data.path=..., data=wmt14_en_de)
+By hand: python pipeline/fetch.py data=synthetic   (or data=local data.path=..., data=multi30k, data=wmt14_en_de)
 """
 
 from omegaconf import DictConfig

@@ -33,6 +33,7 @@ from aiayn.flops import MODEL_KEYS, forward_flops_per_token, training_flops
 CORPORA = {
     "wmt14_en_de": dict(lengths=(27.0, 28.0), dev=3000, test=3003),
     "wmt14_en_fr": dict(lengths=(29.0, 32.0), dev=3000, test=3003),
+    "multi30k": dict(lengths=(14.0, 15.0), dev=1014, test=1000),
     "local": dict(lengths=(14.0, 15.0), dev=1014, test=1000),
     "synthetic": dict(lengths=(17.7, 17.2), dev=300, test=300),
 }

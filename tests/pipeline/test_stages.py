@@ -183,8 +183,9 @@ def test_aggregate_writes_table3_with_seed_counts(workspace: Path) -> None:
 
 
 def test_multi30k_from_a_local_folder_end_to_end(shared_dir: Path, tmp_path: Path) -> None:
-    """data=multi30k: the real corpus through every per-run stage (smoke-sized model)."""
-    extra = ("data=multi30k", f"data.path={shared_dir / 'data' / 'multi30k'}", "data.max_train_pairs=3000")
+    """data=local on a folder of Multi30k's plain files: the real corpus through every per-run stage (smoke-sized
+    model), its test set held out of train."""
+    extra = ("data=local", f"data.path={shared_dir / 'data' / 'multi30k'}", "data.max_train_pairs=3000")
     stats = stage("fetch").run(compose(overrides(tmp_path, *extra)))
     assert stats["valid"]["kept"] == 1014 and stats["test"]["kept"] == 1000
     stage("bpe").run(compose(overrides(tmp_path, *extra)))

@@ -47,7 +47,7 @@ class DownloadConfig:
 
 @dataclass
 class DataConfig:
-    name: str = "synthetic"  # synthetic | local | wmt14_en_de | wmt14_en_fr
+    name: str = "synthetic"  # synthetic | local | multi30k | wmt14_en_de | wmt14_en_fr
     src_lang: str = "en"
     tgt_lang: str = "de"
     # synthetic: generator seed and split sizes (pairs); also seeds holdout and subword sampling
@@ -63,7 +63,7 @@ class DataConfig:
     valid_prefix: str = "val"
     test_prefix: Optional[str] = None  # null: hold out a deterministic test split of train (data.holdout_size)
     holdout_size: int = 1000
-    # remote corpora: download cache (survives reruns) and an optional mirror (folder or URL)
+    # remote corpora (multi30k, wmt14_*): download cache (survives reruns) and an optional mirror (folder or URL)
     cache_dir: str = "~/.cache/aiayn"
     mirror: Optional[str] = None
     download: DownloadConfig = field(default_factory=DownloadConfig)

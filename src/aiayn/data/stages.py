@@ -55,7 +55,7 @@ def fetch(cfg: DictConfig) -> dict[str, Any]:
         atomic_write_json(out / "stats.json", stats)
         return stats
     from aiayn.data.clean import CleanOptions
-    from aiayn.data.sources import prepare_local, prepare_wmt14
+    from aiayn.data.sources import prepare_local, prepare_multi30k, prepare_wmt14
 
     clean = CleanOptions(**plain(d.clean))
     if d.name == "local":
@@ -72,13 +72,10 @@ def fetch(cfg: DictConfig) -> dict[str, Any]:
             holdout_size=d.holdout_size,
             holdout_seed=d.seed,
         )
-    if d.name.startswith("wmt14_"):
+    if d.name == "multi30k" or d.name.startswith("wmt14_"):
         from aiayn.data.download import RetryPolicy
 
-        return prepare_wmt14(
-            d.name,
-            out,
-            Path(d.cache_dir).expanduser(),
+        remote = dict(
             mirror=d.mirror,
             clean=clean,
             max_train_pairs=d.max_train_pairs,
@@ -86,7 +83,11 @@ def fetch(cfg: DictConfig) -> dict[str, Any]:
             tgt_lang=d.tgt_lang,
             policy=RetryPolicy(**plain(d.download)),
         )
-    raise ValueError(f"data.name={d.name!r} is not one of synthetic, local, wmt14_en_de, wmt14_en_fr")
+        cache = Path(d.cache_dir).expanduser()
+        if d.name == "multi30k":
+            return prepare_multi30k(out, cache, **remote)
+        return prepare_wmt14(d.name, out, cache, **remote)
+    raise ValueError(f"data.name={d.name!r} is not one of synthetic, local, multi30k, wmt14_en_de, wmt14_en_fr")
 
 
 def bpe(cfg: DictConfig) -> dict[str, Any]:

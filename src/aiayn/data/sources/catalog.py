@@ -1,10 +1,14 @@
-"""The WMT 2014 archives, their recorded checksums and member paths, and the test sets' identities.
+"""The remote corpora: the WMT 2014 archives and Multi30k's task-1 files, their recorded checksums, member paths
+and the dev/test sets' identities.
 
-Checksums come from published tables, never from our own downloads:
+WMT checksums come from published tables, never from our own downloads:
 - training archives: sha256 from TensorFlow Datasets' url_checksums/wmt13_translate.txt and wmt14_translate.txt
   (entries for the same www.statmt.org URLs);
 - newstest2013 from wmt13/test.tgz. Departure: see docs/departures.md#wmt14-dev-archive
 - test sets: md5 from sacreBLEU's DATASETS table ("wmt13" -> wmt13/test.tgz, "wmt14/full" -> wmt14/test-full.tgz).
+Multi30k publishes no checksum table: its sha256 sums are of the files in its repository, github.com/multi30k/dataset
+at commit a3d2e0d26b56f3846f66a952536ffed4e401d05a (data/task1/raw/*.gz, as committed in c9be912d and unchanged
+since), the bytes raw.githubusercontent.com serves for them.
 A None checksum makes the download warn and print the sum it computed, so a user can pin it here.
 """
 
@@ -20,18 +24,23 @@ class Archive:
     url: str
     sha256: str | None = None
     md5: str | None = None
+    name: str | None = None  # its cache and mirror name where the server's folder does not make one unique
 
     @property
     def filename(self) -> str:
-        """Its name in the cache and in a mirror: the server's folder and the file ("wmt13-test.tgz"), unique per
-        source, since several WMT years publish a test.tgz; one mirror folder holds every archive side by side."""
+        """Its name in the cache and in a mirror: `name`, else the server's folder and the file ("wmt13-test.tgz"),
+        unique per source, since several WMT years publish a test.tgz; one mirror folder holds every file side by
+        side."""
+        if self.name:
+            return self.name
         folder, name = self.url.rstrip("/").rsplit("/", 2)[-2:]
         return f"{folder}-{name}"
 
     @property
-    def legacy_filename(self) -> str:
-        """The server's file name alone, the cache's name before it was made unique; accepted when it verifies."""
-        return self.url.rstrip("/").rsplit("/", 1)[-1]
+    def legacy_filename(self) -> str | None:
+        """The server's file name alone, the cache's name before it was made unique; accepted when it verifies.
+        None for a file with its own `name`, which never had another."""
+        return None if self.name else self.url.rstrip("/").rsplit("/", 1)[-1]
 
 
 @dataclass(frozen=True)
@@ -164,3 +173,81 @@ def wmt14_spec(name: str) -> PairSpec:
     if name not in WMT14:
         raise KeyError(f"data.name={name!r} is not a WMT14 pair; known: {sorted(WMT14)}")
     return WMT14[name]
+
+
+@dataclass(frozen=True)
+class TextSplit:
+    """A split published as one gzipped plain-text file per language, one sentence a line, aligned by line."""
+
+    name: str  # the publisher's name for it ("test_2016_flickr")
+    files: tuple[tuple[str, Archive], ...]  # (language, its file)
+    expected_lines: int
+    description: str
+
+    def archive(self, lang: str) -> Archive:
+        for code, archive in self.files:
+            if code == lang:
+                return archive
+        raise KeyError(f"{self.name}: no {lang!r} file in the catalog (languages {[code for code, _ in self.files]})")
+
+
+@dataclass(frozen=True)
+class TextPairSpec:
+    """Everything `prepare_multi30k` needs: a corpus whose train, valid and test splits are each a TextSplit."""
+
+    name: str
+    langs: tuple[str, str]
+    train: TextSplit
+    valid: TextSplit
+    test: TextSplit
+
+    @property
+    def archives(self) -> tuple[Archive, ...]:
+        return tuple(archive for split in (self.train, self.valid, self.test) for _, archive in split.files)
+
+    def archive(self, filename: str) -> Archive:
+        for archive in self.archives:
+            if archive.filename == filename:
+                return archive
+        raise KeyError(f"{self.name}: no file {filename!r} in the catalog")
+
+
+_MULTI30K = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw"
+
+
+def _multi30k_split(name: str, lines: int, description: str, **sha256: str) -> TextSplit:
+    """One Multi30k task-1 split, `{name}.{lang}.gz`, cached and mirrored as `multi30k-{name}.{lang}.gz` (the
+    server's folder, "raw", would not tell it from another corpus's train.en.gz)."""
+    files = tuple(
+        (lang, Archive(f"{_MULTI30K}/{name}.{lang}.gz", sha256=digest, name=f"multi30k-{name}.{lang}.gz"))
+        for lang, digest in sha256.items()
+    )
+    return TextSplit(name, files, lines, description)
+
+
+# Multi30k EN-DE task 1 (Elliott et al. 2016): image captions and their translations.
+MULTI30K = TextPairSpec(
+    name="multi30k",
+    langs=("en", "de"),
+    train=_multi30k_split(
+        "train",
+        29000,
+        "Multi30k task 1 train, 29000 pairs",
+        en="d79cfa999dd4c51d2cb42499b6796d5a882c3a8a961923c25a898c90f8bbd56f",
+        de="726e39b2fa9eb9ffb6dc763fb35a179f80fae06ffc5d28b6ace5faa883de28a6",
+    ),
+    valid=_multi30k_split(
+        "val",
+        1014,
+        "Multi30k task 1 val, 1014 lines",
+        en="14f7d25ddd868909a9213e361768460edcacdd6ab9d1e77b92560dc10c10dc28",
+        de="f0cba2f995189cf5770f29a8a9a537a3ad3f51657ad873405082ff6863a5e75a",
+    ),
+    test=_multi30k_split(
+        "test_2016_flickr",
+        1000,
+        "Multi30k task 1 test_2016_flickr, 1000 lines",
+        en="611d361c6334bc7246101d48097c13cf5c4413c5befc793cc629934359d532d9",
+        de="9204244e408ccb38d2a55cfcd344df15005fc42a07a6e55ca6c52b6ababb8cc8",
+    ),
+)

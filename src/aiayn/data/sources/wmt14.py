@@ -8,48 +8,14 @@ from dataclasses import asdict
 from pathlib import Path
 
 from aiayn.data.clean import CleanOptions, clean_parallel, iter_parallel, write_json
-from aiayn.data.download import RetryPolicy, extract, fetch
+from aiayn.data.download import RetryPolicy
 from aiayn.data.sgm import read_sgm_pair
 from aiayn.data.sources.catalog import EvalSet, PairSpec, wmt14_spec
-
-
-class TestSetError(ValueError):
-    """A dev/test set whose size is not the one expected for the named set (e.g. a filtered newstest2014)."""
-
-    __test__ = False  # not a pytest test class, despite the name
-
-
-class _Fetcher:
-    """Fetches catalog archives into `cache_dir` (or reads them from a mirror folder) and extracts members."""
-
-    def __init__(
-        self, spec: PairSpec, cache_dir: Path, mirror: str | os.PathLike | None, progress: bool, policy: RetryPolicy
-    ) -> None:
-        self.spec, self.cache_dir, self.mirror = spec, Path(cache_dir), mirror
-        self.progress, self.policy = progress, policy
-        self.used: dict[str, str] = {}
-
-    def members(self, filename: str, names: list[str]) -> list[Path]:
-        """Local paths of `names` inside archive `filename`, downloading and extracting as needed."""
-        archive = self.spec.archive(filename)
-        path = fetch(
-            archive.filename,
-            archive.url,
-            self.cache_dir,
-            self.mirror,
-            archive.sha256,
-            archive.md5,
-            progress=self.progress,
-            policy=self.policy,
-            legacy_filename=archive.legacy_filename,
-        )
-        self.used[filename] = archive.url if self.mirror is None else f"{self.mirror} (mirror of {archive.url})"
-        extracted = extract(path, self.cache_dir / "extracted" / filename, names, self.progress)
-        return [extracted[name] for name in names]
+from aiayn.data.sources.remote import Fetcher, TestSetError
 
 
 def _eval_split(
-    fetcher: _Fetcher, eval_set: EvalSet, src_lang: str, tgt_lang: str, out_dir: Path, split: str, clean: CleanOptions
+    fetcher: Fetcher, eval_set: EvalSet, src_lang: str, tgt_lang: str, out_dir: Path, split: str, clean: CleanOptions
 ) -> dict:
     """Write one SGM dev/test set, refusing it unless it has exactly the expected number of segments."""
     src_member, ref_member = eval_set.paths(src_lang, tgt_lang)
@@ -65,9 +31,11 @@ def _eval_split(
     return {**stats, "set": eval_set.name, "description": eval_set.description, "files": [src_member, ref_member]}
 
 
-def _train_pairs(fetcher: _Fetcher, src_lang: str, tgt_lang: str, read: dict[str, int]) -> Iterator[tuple[str, str]]:
+def _train_pairs(
+    fetcher: Fetcher, spec: PairSpec, src_lang: str, tgt_lang: str, read: dict[str, int]
+) -> Iterator[tuple[str, str]]:
     """The training corpora one after the other, each fetched only when reached; counts lines read per corpus."""
-    for corpus in fetcher.spec.train:
+    for corpus in spec.train:
         src_path, tgt_path = fetcher.members(corpus.archive, [corpus.path(src_lang), corpus.path(tgt_lang)])
         read[corpus.name] = 0
         for pair in iter_parallel(src_path, tgt_path):
@@ -104,13 +72,13 @@ def prepare_wmt14(
         raise ValueError(f"data.max_train_pairs must be >= 1 or null, got {max_train_pairs}")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    fetcher = _Fetcher(spec, Path(cache_dir), mirror, progress, policy)
+    fetcher = Fetcher(spec, Path(cache_dir), mirror, progress, policy)
     # The small evaluation sets first: a wrong test set fails before gigabytes of training data are read.
     valid = _eval_split(fetcher, spec.valid, src_lang, tgt_lang, out_dir, "valid", clean)
     test = _eval_split(fetcher, spec.test, src_lang, tgt_lang, out_dir, "test", clean)
     read: dict[str, int] = {}
     train = clean_parallel(
-        _train_pairs(fetcher, src_lang, tgt_lang, read),
+        _train_pairs(fetcher, spec, src_lang, tgt_lang, read),
         out_dir / "train.src",
         out_dir / "train.tgt",
         clean,

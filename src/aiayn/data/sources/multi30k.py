@@ -1,0 +1,110 @@
+"""Multi30k task 1 (Elliott et al. 2016): download, verify and gunzip its published files, clean them into the fetch
+stage's six files + stats.json. Train is train, valid is val, test is test_2016_flickr."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict
+from pathlib import Path
+
+from aiayn.data.clean import CleanOptions, CorpusError, clean_parallel, iter_parallel, write_json
+from aiayn.data.download import RetryPolicy
+from aiayn.data.sources.catalog import MULTI30K, TextPairSpec, TextSplit
+from aiayn.data.sources.remote import Fetcher, TestSetError
+
+
+def _split_files(fetcher: Fetcher, split: TextSplit, langs: tuple[str, str]) -> list[Path]:
+    """The gunzipped source and target files of `split` (fetched, verified and extracted into the cache)."""
+    paths = []
+    for lang in langs:
+        archive = split.archive(lang)
+        paths += fetcher.members(archive.filename, [archive.filename.removesuffix(".gz")])
+    return paths
+
+
+def _checked(
+    pairs: Iterable[tuple[str, str]], split: TextSplit, path: Path, error: type[ValueError]
+) -> Iterator[tuple[str, str]]:
+    """`pairs`, then `error` (inside the writer, so nothing is written) when the whole file held a number of lines
+    other than the split's; a reader that stops early (max_train_pairs) checks nothing."""
+    lines = 0
+    for pair in pairs:
+        lines += 1
+        yield pair
+    if lines != split.expected_lines:
+        raise error(
+            f"refusing {path}: {lines} lines, but {split.name} has {split.expected_lines} ({split.description}); "
+            f"sets of different sizes must never be mixed"
+        )
+
+
+def _split(
+    fetcher: Fetcher,
+    split: TextSplit,
+    langs: tuple[str, str],
+    out_dir: Path,
+    name: str,
+    clean: CleanOptions,
+    max_pairs: int | None = None,
+) -> dict:
+    """Write `out_dir/{name}.{src,tgt}` from `split`, cleaned as a training split when `name` is train."""
+    src_path, tgt_path = _split_files(fetcher, split, langs)
+    train = name == "train"
+    pairs = _checked(iter_parallel(src_path, tgt_path), split, src_path, CorpusError if train else TestSetError)
+    stats = clean_parallel(
+        pairs, out_dir / f"{name}.src", out_dir / f"{name}.tgt", clean, train=train, max_pairs=max_pairs
+    )
+    files = [split.archive(lang).filename for lang in langs]
+    return {**stats, "set": split.name, "description": split.description, "files": files}
+
+
+def prepare_multi30k(
+    out_dir: Path,
+    cache_dir: Path,
+    mirror: str | os.PathLike | None = None,
+    clean: CleanOptions = CleanOptions(),
+    max_train_pairs: int | None = None,
+    progress: bool = True,
+    *,
+    src_lang: str | None = None,
+    tgt_lang: str | None = None,
+    spec: TextPairSpec | None = None,
+    policy: RetryPolicy = RetryPolicy(),
+) -> dict:
+    """Write `out_dir/{train,valid,test}.{src,tgt}` and `stats.json` from Multi30k's task-1 files.
+
+    Train (29000 pairs) is cleaned like every training corpus (CleanOptions); valid (val, 1014 lines) and test
+    (test_2016_flickr, 1000 lines) keep every line. Direction defaults to English -> German. Each file is fetched
+    into `cache_dir` (or read from a `mirror` folder, or downloaded from a `mirror` URL) and checked against its
+    pinned sha256. `spec` replaces the catalog entry (tests, private mirrors).
+    """
+    spec = spec or MULTI30K
+    src_lang, tgt_lang = src_lang or spec.langs[0], tgt_lang or spec.langs[1]
+    if {src_lang, tgt_lang} != set(spec.langs):
+        raise ValueError(
+            f"data.src_lang/data.tgt_lang = {src_lang}/{tgt_lang} do not match {spec.name} (languages {spec.langs})"
+        )
+    if max_train_pairs is not None and max_train_pairs < 1:
+        raise ValueError(f"data.max_train_pairs must be >= 1 or null, got {max_train_pairs}")
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    fetcher = Fetcher(spec, Path(cache_dir), mirror, progress, policy)
+    langs = (src_lang, tgt_lang)
+    valid = _split(fetcher, spec.valid, langs, out_dir, "valid", clean)
+    test = _split(fetcher, spec.test, langs, out_dir, "test", clean)
+    train = _split(fetcher, spec.train, langs, out_dir, "train", clean, max_train_pairs)
+    stats = {
+        "source": spec.name,
+        "src_lang": src_lang,
+        "tgt_lang": tgt_lang,
+        "test_set": spec.test.description,
+        "valid_set": spec.valid.description,
+        "clean": asdict(clean) | {"length_filters_apply_to": "train only"},
+        "train": train,
+        "valid": valid,
+        "test": test,
+        "archives": dict(fetcher.used),
+    }
+    write_json(out_dir / "stats.json", stats)
+    return stats
