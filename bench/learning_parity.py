@@ -1,32 +1,42 @@
-"""Learning parity: does the pipeline learn as fast per update as a plain `torch.nn.Transformer` script?
+"""Learning parity: does the pipeline learn as fast per update as a plain PyTorch script an expert would accept?
 
-Both systems train on the same Multi30k EN->DE data with the same joint sentencepiece BPE (the pipeline's own
-fetch and bpe stages, run once into the work folder), the same hyperparameters and the same number of updates,
-with >= 3 seeds each, and are scored the same way: dev perplexity (per subword, no label smoothing) and greedy
-sacreBLEU on the dev set (Multi30k val) and the held-out test set.
+Every system trains on the same Multi30k EN->DE data with the same joint sentencepiece BPE (the pipeline's own
+fetch and bpe stages, run once into the work folder: `data=multi30k`, the published train, val as dev and
+test2016 as test), the same hyperparameters and the same number of updates, with >= 5 seeds each, and is scored
+the same way: dev perplexity (per subword, no label smoothing), greedy sacreBLEU on dev and test, and the output's
+length over the reference's.
 
-- `pipeline`: `pipeline/train.py` then `pipeline/evaluate.py decode=greedy`, run as the DVC stages run them (Hydra
-  overrides, Lightning, the library's data, model, loss and decoding): nothing is copied out of the library.
-- `reference`: `reference_train` below, a plain loop written the way a PyTorch user would (~90 lines):
-  `nn.Transformer` (post-LN), one embedding matrix shared three ways and multiplied by sqrt(d_model), sinusoids,
-  `F.cross_entropy(label_smoothing=0.1)`, Adam (0.9, 0.98, 1e-9) with Eq. 3, batches of about `batch_tokens` real
-  target tokens cut from length-sorted data, greedy decoding up to source length + 50.
+- `pipeline-longer`, `pipeline-source`: `pipeline/train.py` then `pipeline/evaluate.py decode=greedy`, run as the
+  DVC stages run them (Hydra overrides, Lightning, the library's data, model, loss and decoding), with
+  `train.batch_order` longer or source; `pipeline` is the one of the shipped default.
+- `reference-fairseq` (the reference of the RESULT lines): `reference_train` below, a plain loop as a PyTorch
+  user writes it: `nn.Transformer` (post-LN) with dropout only where the paper puts it (each sub-layer's output and
+  the embeddings: its attention-weight and feed-forward dropout off), one embedding matrix shared three ways and
+  multiplied by sqrt(d_model), sinusoids, a boolean causal mask, `F.cross_entropy(label_smoothing=0.1)`, Adam
+  (0.9, 0.98, 1e-9) with Eq. 3, batches as fairseq builds them (sorted by source then target length, cut at
+  `batch_tokens` padded positions), greedy decoding that never emits pad or BOS, up to source length + 50.
+- `reference-paper-dropout`: the same with batches cut at ~`batch_tokens` real target tokens from data sorted by
+  target length; `reference`: that with nn.Transformer's own dropout everywhere, a float mask and unrestricted
+  greedy. The three measure each change on its own.
 
-Diagnosis systems (`--systems`) swap one part of the reference for the library's, one at a time, to locate a gap:
+Diagnosis systems (`--systems`) swap one part of `reference` for the library's, one at a time, to locate a gap:
 `plain+model` (aiayn's Transformer with its default init in the plain loop), `plain+model-xavier` (the same with
-plain per-projection Xavier for W_Q, W_K, W_V: the init before issue 16), `plain+model+loss` (aiayn's V-2
-label-smoothed loss), `plain+model+loss+batches` (aiayn's padded-budget TokenBatchSampler), and `pipeline-xavier`
-(the pipeline with `model.qkv_init_gain=1`). Anything else is passed as extra Hydra overrides: `pipeline:key=v,...`.
+plain per-projection Xavier for W_Q, W_K, W_V), `plain+model+loss` (aiayn's V-2 label-smoothed loss),
+`plain+model+loss+batches` (aiayn's TokenBatchSampler), and `pipeline-xavier` (the pipeline with
+`model.qkv_init_gain=1`). Anything else is passed as extra Hydra overrides: `pipeline:key=v,...`.
 
-    python bench/learning_parity.py --quick                 # small model, 400 updates: ~13 min on 2 cores
-    python bench/learning_parity.py                         # the issue's setting: d_model 256, 700 updates (~50 min)
-    python bench/learning_parity.py --quick --systems pipeline reference plain+model plain+model-xavier
+    python bench/learning_parity.py --quick                 # small model, 400 updates, 5 systems x 5 seeds
+    python bench/learning_parity.py --systems pipeline-source reference-fairseq   # d_model 256, 700 updates
+    python bench/learning_parity.py --quick --mirror DIR    # offline: DIR holds multi30k-{train,val,...}.gz
     python bench/learning_parity.py --steps 10000 --device cuda   # to convergence on a GPU
 
-Finished runs are kept in the work folder (`--workdir`, default bench/.parity/<mode>) and reused, so a killed or
-extended bench (more seeds, more systems) only trains what is missing. Ends with
-`RESULT parity_ppl_ratio` (pipeline / reference dev PPL, target <= 1.0) and, last, `RESULT parity_bleu_ratio`
-(pipeline / reference dev greedy BLEU, target >= 1.0 with overlapping CIs at worst).
+Finished runs are kept in the work folder (`--workdir`, default bench/.parity/<mode>-<steps>) and reused, so a
+killed or extended bench (more seeds, more systems) only trains what is missing. Prints each system's mean ± 95%
+interval and per-seed values, then every pipeline − reference difference with its Welch 95% interval (dev PPL as a
+ratio, from log PPL), and ends with the comparison of `pipeline` and `--against` (reference-fairseq):
+`RESULT parity_ppl_ratio_upper` (the interval's upper end), `parity_within_margin` (1 when it is <= 1.03: a
+pipeline worse by more than 3% per update is excluded), `parity_bleu_diff_low`, `parity_test_bleu_ratio`,
+`parity_ppl_ratio` and, last, `parity_bleu_ratio` (means' ratios).
 """
 
 from __future__ import annotations
@@ -48,7 +58,6 @@ from aiayn.config.schema import TrainConfig
 from aiayn.runspec import RunSpec
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_DATA = REPO.parent / "shared" / "data" / "multi30k"
 
 # The issue's setting (full) and a smaller one for iterating (quick). Both share everything but the sizes.
 SETTINGS = {
@@ -117,11 +126,19 @@ MARGIN = 0.03  # the pipeline is at parity when its dev PPL is shown to be at mo
 # Data: the pipeline's own fetch and bpe stages, once per work folder; both systems read their outputs.
 
 
-def prepare_data(workdir: Path, data_path: Path, vocab: int, env: dict) -> None:
-    """data/raw (cleaned Multi30k, a held-out test split carved from train) and data/bpe (joint BPE) in `workdir`."""
+def data_overrides(folder: Path | None, mirror: str | None) -> list[str]:
+    """Multi30k as the pipeline's `data=multi30k` fetches it (published train, val as dev, test2016 as test; from
+    `mirror` when given), or a local folder of plain `train`/`val` files (a test set held out of train)."""
+    if folder is not None:
+        return ["data=local", f"data.path={folder}"]
+    return ["data=multi30k", *([f"data.mirror={mirror}"] if mirror else [])]
+
+
+def prepare_data(workdir: Path, data: list[str], vocab: int, env: dict) -> None:
+    """data/raw (the fetch stage's cleaned corpus) and data/bpe (its joint BPE) in `workdir`."""
     if (workdir / "data" / "bpe" / "spm.model").is_file():
         return
-    common = ["data=local", "scale=small", f"data.path={data_path}", f"data.vocab_size={vocab}", "logger=none"]
+    common = [*data, "scale=small", f"data.vocab_size={vocab}", "logger=none"]
     for stage in ("fetch", "bpe"):
         subprocess.run(
             [sys.executable, str(REPO / "pipeline" / f"{stage}.py"), *common],
@@ -360,7 +377,7 @@ def reference_train(workdir: str, seed: int, setting: dict, system: str, device:
 def pipeline_train(workdir: str, seed: int, setting: dict, system: str, device: str, threads: int) -> dict:
     s, tag = setting, slug(system)
     overrides = [
-        "data=local",
+        *s["data"],
         "scale=small",
         "logger=none",
         f"seed={seed}",
@@ -478,21 +495,24 @@ def summarise(results: dict[str, dict[int, dict]], against: str) -> None:
     for system, by_seed in results.items():
         cells = (f"{seed}: {r['dev_ppl']:.2f}/{r['dev_bleu']:.2f}" for seed, r in by_seed.items())
         print(f"  {system:26s} " + "  ".join(cells))
-    pipelines = [k for k in results if k.startswith("pipeline")]
-    others = [k for k in results if k in PLAIN_SYSTEMS and len(results[k]) >= 2]
-    if others:
+    # Each pipeline against each plain system, then the effect of each single change.
+    pairs = [(a, b) for a in results if a.startswith("pipeline-") for b in results if b in PLAIN_SYSTEMS]
+    pairs += [
+        ("pipeline-source", "pipeline-longer"),
+        ("reference-paper-dropout", "reference"),
+        ("reference-fairseq", "reference-paper-dropout"),
+    ]
+    pairs = [(a, b) for a, b in pairs if len(results.get(a, {})) >= 2 and len(results.get(b, {})) >= 2]
+    if pairs:
         print("\ndifferences (Welch 95% interval; PPL as a ratio, from log PPL):")
-    for system in pipelines:
-        for ref in others:
-            a, b = list(results[system].values()), list(results[ref].values())
-            if len(a) < 2:
-                continue
-            d, lo, hi = welch([math.log(r["dev_ppl"]) for r in a], [math.log(r["dev_ppl"]) for r in b])
-            db, blo, bhi = welch([r["dev_bleu"] for r in a], [r["dev_bleu"] for r in b])
-            print(
-                f"  {system} / {ref}: dev PPL x{math.exp(d):.3f} [{math.exp(lo):.3f}, {math.exp(hi):.3f}]; "
-                f"dev BLEU {db:+.2f} [{blo:+.2f}, {bhi:+.2f}]"
-            )
+    for a, b in pairs:
+        ra, rb = list(results[a].values()), list(results[b].values())
+        d, lo, hi = welch([math.log(r["dev_ppl"]) for r in ra], [math.log(r["dev_ppl"]) for r in rb])
+        db, blo, bhi = welch([r["dev_bleu"] for r in ra], [r["dev_bleu"] for r in rb])
+        print(
+            f"  {a} / {b}: dev PPL x{math.exp(d):.3f} [{math.exp(lo):.3f}, {math.exp(hi):.3f}]; "
+            f"dev BLEU {db:+.2f} [{blo:+.2f}, {bhi:+.2f}]"
+        )
     if "pipeline" in results and against in results and len(results["pipeline"]) >= 2 <= len(results[against]):
         ours, ref = list(results["pipeline"].values()), list(results[against].values())
         d, lo, hi = welch([math.log(r["dev_ppl"]) for r in ours], [math.log(r["dev_ppl"]) for r in ref])
@@ -529,7 +549,12 @@ def main() -> None:
     parser.add_argument("--against", default=REFERENCE, help="the reference of the RESULT lines (default %(default)s)")
     parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3, 4, 5])
     parser.add_argument("--steps", type=int, help="override the setting's number of updates")
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="a Multi30k folder: train.{en,de}, val.{en,de}")
+    parser.add_argument(
+        "--mirror", help="a folder (or URL) holding data=multi30k's .gz files under their cache names (offline)"
+    )
+    parser.add_argument(
+        "--data", type=Path, help="instead of data=multi30k: a local folder of plain train.{en,de}, val.{en,de}"
+    )
     parser.add_argument("--workdir", type=Path, help="default bench/.parity/<quick|full>[-<steps>]")
     parser.add_argument("--report-only", action="store_true", help="tabulate the finished runs, train nothing")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
@@ -551,11 +576,11 @@ def main() -> None:
             f"error: unknown system(s) {unknown}; choose from {[*PIPELINE_SYSTEMS, *PLAIN_SYSTEMS]} or "
             f"pipeline:key=value,..."
         )
-    data = args.data.resolve()
-    if not (data / "train.en").is_file():
-        sys.exit(f"error: {data}/train.en not found; pass --data with a Multi30k folder (train/val .en/.de)")
+    if args.data is not None and not (args.data / "train.en").is_file():
+        sys.exit(f"error: {args.data}/train.en not found; --data takes a folder of plain train/val .en/.de files")
     mode = "quick" if args.quick else "full"
     setting = dict(SETTINGS[mode])
+    setting["data"] = data_overrides(args.data and args.data.resolve(), args.mirror)
     if args.steps:
         setting["steps"] = args.steps
     workdir = (args.workdir or REPO / "bench" / ".parity" / f"{mode}-{setting['steps']}").resolve()
@@ -569,7 +594,7 @@ def main() -> None:
         f" each",
         flush=True,
     )
-    prepare_data(workdir, data, setting["vocab"], env)
+    prepare_data(workdir, setting["data"], setting["vocab"], env)
 
     results: dict[str, dict[int, dict]] = {system: {} for system in args.systems}
     todo = []
