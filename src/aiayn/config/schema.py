@@ -169,7 +169,9 @@ def patch_of(schema: type) -> type:
     """The row patch of a group schema: the same fields, each optional, None meaning "as the scale has it"."""
     hints = typing.get_type_hints(schema)
     specs = [(f.name, Optional[hints[f.name]], field(default=None)) for f in dataclasses.fields(schema)]
-    return dataclasses.make_dataclass(schema.__name__.replace("Config", "Patch"), specs)
+    patch = dataclasses.make_dataclass(schema.__name__.replace("Config", "Patch"), specs)
+    patch.__module__ = __name__  # this module holds it by that name, so a config holding it pickles
+    return patch
 
 
 # The groups a row may change. Data is not among them: every row trains on the one corpus and tokenizer that the

@@ -54,9 +54,9 @@ class TokenBatchSampler:
     """Length-bucketed, token-budgeted, seeded, resumable and DDP-sharded batch sampler.
 
     Each epoch: a (seed, epoch)-seeded permutation is cut into windows of `sort_window` examples, each window is
-    sorted by length (rounded up to `bucket`; `order`: (max, tgt, src) or (src, tgt)) and cut into token-budgeted batches, and the batch
-    order is shuffled. The epoch counter advances by itself on every new `__iter__` (Lightning does not call
-    `set_epoch` on batch samplers).
+    sorted by length (rounded up to `bucket`; `order`: (max, tgt, src) or (src, tgt)) and cut into token-budgeted
+    batches, and the batch order is shuffled. The epoch counter advances by itself on every new `__iter__`
+    (Lightning does not call `set_epoch` on batch samplers).
     """
 
     def __init__(

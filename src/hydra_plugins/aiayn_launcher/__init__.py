@@ -1,0 +1,1 @@
+"""aiayn's Hydra plugins: the fork launcher (hydra/launcher=parallel)."""
