@@ -18,13 +18,21 @@ def stage(name: str):
     return module
 
 
-def overrides(tmp: Path, *extra: str) -> list[str]:
+def data_overrides(data: Path) -> list[str]:
+    """A smoke run reading the corpus and the tokenizer under `data` (raw/, bpe/)."""
     return [
         "scale=smoke",
         "logger=none",
         "trainer.enable_progress_bar=false",
-        f"paths.raw={tmp}/data/raw",
-        f"paths.bpe={tmp}/data/bpe",
+        f"paths.raw={data}/raw",
+        f"paths.bpe={data}/bpe",
+    ]
+
+
+def overrides(tmp: Path, *extra: str, data: Path | None = None) -> list[str]:
+    """A smoke run writing runs, evaluations and results under `tmp`, its data under `data` (default tmp/data)."""
+    return [
+        *data_overrides(tmp / "data" if data is None else data),
         f"paths.runs={tmp}/runs",
         f"paths.evals={tmp}/evals",
         f"paths.results={tmp}/results",

@@ -39,8 +39,8 @@ def _head_colours(n_heads: int) -> list[tuple[float, float, float]]:
 
 
 def plot_attention_lines(weights: np.ndarray, tokens: Sequence[str], path: Path, title: str) -> Path:
-    """`weights` (H, S, S), row i the weights token i attends to the S tokens with; lines of weight below
-    MIN_WEIGHT are left out."""
+    """`weights` (H, S, S): per head, row i is how token i's attention divides over the S `tokens`; lines of weight
+    below MIN_WEIGHT are left out."""
     heads, length = weights.shape[0], len(tokens)
     if weights.shape != (heads, length, length):
         raise ValueError(f"self-attention weights of shape {weights.shape} do not fit {length} tokens")
@@ -49,7 +49,8 @@ def plot_attention_lines(weights: np.ndarray, tokens: Sequence[str], path: Path,
     for side, x in (("right", -0.02), ("left", 1.02)):
         for i, token in enumerate(tokens):
             ax.text(x, -i, token, ha=side, va="center", fontsize=8)
-    for colour, head in zip(_head_colours(heads), weights):
+    colours = _head_colours(heads)
+    for colour, head in zip(colours, weights):
         query, key = np.nonzero(head >= MIN_WEIGHT)
         strength = head[query, key]
         ends = np.stack([np.zeros(len(query)), -query, np.ones(len(key)), -key], axis=1)
@@ -60,7 +61,7 @@ def plot_attention_lines(weights: np.ndarray, tokens: Sequence[str], path: Path,
     ax.set_ylim(-length + 0.4, 0.6)
     ax.axis("off")
     ax.legend(
-        handles=[Patch(color=c, label=f"head {h + 1}") for h, c in enumerate(_head_colours(heads))],
+        handles=[Patch(color=c, label=f"head {h + 1}") for h, c in enumerate(colours)],
         loc="upper center",
         bbox_to_anchor=(0.5, 0.0),
         ncols=min(heads, 8),
