@@ -131,24 +131,32 @@ def dev_figures(
     runs: Sequence[RunSpec], sources: Sequence[str], references: Sequence[str], bpe_dir: Path, out_dir: Path
 ) -> list[Path]:
     """For each finished run (a run not finished yet is passed over), the last layer's figures of the dev sentences
-    `pick_sentences` chooses, named `{run}-dev{line}` (base-s1-dev44); afterwards `out_dir` holds these PNGs and no
-    others."""
+    `pick_sentences` chooses, named `{run}-dev{line}` (base-s1-dev44), from the run's last checkpoint (dev's
+    weights, which decoded the evaluate stage's dev hypotheses). Afterwards `out_dir` holds these PNGs
+    and no others."""
+    import torch
+
     from aiayn.eval.trained import finished_run, open_run
     from aiayn.report.attention import pick_sentences
 
     picked = pick_sentences(sources, references)
     written: list[Path] = []
-    for spec in runs:
-        try:
-            finished_run(spec.run_dir)
-        except (FileNotFoundError, ValueError) as err:
-            log.info("no attention figures of %s: %s", spec.shown(spec.run_dir), err)
-            continue
-        run = open_run(spec.run_dir, bpe_dir=bpe_dir)
-        for index, feature in picked:
-            looked = look(run, sources[index])
-            label = f"{spec.name()}, dev line {index + 1} ({feature})"
-            written += write_figures(looked, out_dir, f"{spec.name()}-dev{index + 1}", label=label)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # one sentence at a time: matrices too small for a second thread to pay for itself
+    try:
+        for spec in runs:
+            try:
+                finished_run(spec.run_dir)
+            except (FileNotFoundError, ValueError) as err:
+                log.warning("no attention figures of %s: %s", spec.shown(spec.run_dir), err)
+                continue
+            run = open_run(spec.run_dir, average=1, bpe_dir=bpe_dir)
+            for index, feature in picked:
+                looked = look(run, sources[index])
+                label = f"{spec.name()}, dev line {index + 1} ({feature})"
+                written += write_figures(looked, out_dir, f"{spec.name()}-dev{index + 1}", label=label)
+    finally:
+        torch.set_num_threads(threads)
     for stale in set(Path(out_dir).glob("*.png")) - set(written):
         stale.unlink()
     return written

@@ -17,7 +17,6 @@ import numpy as np
 from matplotlib.collections import LineCollection
 from matplotlib.colors import PowerNorm
 from matplotlib.figure import Figure
-from matplotlib.patches import Patch
 
 from aiayn.data import synthetic_lexicon as lx
 from aiayn.report.plots import save_figure
@@ -44,8 +43,11 @@ def plot_attention_lines(weights: np.ndarray, tokens: Sequence[str], path: Path,
     heads, length = weights.shape[0], len(tokens)
     if weights.shape != (heads, length, length):
         raise ValueError(f"self-attention weights of shape {weights.shape} do not fit {length} tokens")
-    fig = Figure(figsize=(6.5, 1.5 + 0.24 * length))
-    ax = fig.subplots()
+    # Inches: a row a token, the title above, a line of head names (in their colours) below; no layout engine.
+    key_rows = math.ceil(heads / 8)
+    height = 0.24 * length + 0.5 + 0.2 * key_rows
+    fig = Figure(figsize=(6.5, height))
+    ax = fig.add_axes((0.0, (0.15 + 0.2 * key_rows) / height, 1.0, 0.24 * length / height))
     for side, x in (("right", -0.02), ("left", 1.02)):
         for i, token in enumerate(tokens):
             ax.text(x, -i, token, ha=side, va="center", fontsize=8)
@@ -58,18 +60,13 @@ def plot_attention_lines(weights: np.ndarray, tokens: Sequence[str], path: Path,
         rgba = [(*colour, float(w)) for w in strength]
         ax.add_collection(LineCollection(segments, colors=rgba, linewidths=0.3 + 3.0 * strength))
     ax.set_xlim(-0.45, 1.45)
-    ax.set_ylim(-length + 0.4, 0.6)
+    ax.set_ylim(-length + 0.5, 0.5)
     ax.axis("off")
-    ax.legend(
-        handles=[Patch(color=c, label=f"head {h + 1}") for h, c in enumerate(colours)],
-        loc="upper center",
-        bbox_to_anchor=(0.5, 0.0),
-        ncols=min(heads, 8),
-        fontsize=7,
-        frameon=False,
-    )
-    ax.set_title(title, fontsize=9)
-    fig.tight_layout()
+    for h, colour in enumerate(colours):
+        row, column = divmod(h, 8)
+        x, y = (column + 0.5) / 8, (0.1 + 0.2 * (key_rows - 1 - row)) / height
+        fig.text(x, y, f"\u2014 head {h + 1}", color=colour, ha="center", va="bottom", fontsize=7, weight="bold")
+    fig.suptitle(title, fontsize=9, y=1 - 0.05 / height, va="top")
     return save_figure(fig, path)
 
 
