@@ -32,6 +32,7 @@ CHECKPOINTS = "checkpoints"  # last.ckpt to resume from, step-*.ckpt snapshots t
 LAST_CHECKPOINT = "last.ckpt"
 SNAPSHOT = "step-{step:08d}"  # an averaging snapshot's name, without its .ckpt
 SNAPSHOT_GLOB = "step-*.ckpt"
+FINGERPRINT = "aiayn_fingerprint"  # the checkpoint key holding the run's fingerprint (`fingerprint` below)
 LOCK = ".lock"
 STALE = "stale-checkpoints-"  # + a time stamp: checkpoints of another config, moved aside
 # The evaluate stage's folder:

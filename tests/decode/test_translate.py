@@ -17,7 +17,7 @@ class LetterTokenizer:
     pad_id, unk_id, bos_id, eos_id, vocab_size = 0, 1, 2, 3, 12
 
     def encode(self, lines):
-        return [[4 + LETTERS.index(ch) for ch in line] for line in lines]
+        return [[4 + LETTERS.index(ch) for ch in line if ch != " "] for line in lines]
 
     def decode(self, ids):
         return ["".join(LETTERS[i - 4] for i in seq) for seq in ids]
@@ -47,9 +47,12 @@ def test_translate_matches_searching_each_sentence_alone(tiny_transformer, strat
     )
     assert tiny_transformer.training  # restored
     tiny_transformer.eval()
-    expected = []
+    expected: list[list[int]] = []
     with torch.inference_mode():
         for ids in tok.encode(SENTENCES):
+            if not ids:  # an empty line: nothing to search, an empty translation
+                expected.append([])
+                continue
             src = torch.tensor([ids + [tok.eos_id]])
             special = dict(bos_id=2, eos_id=3, pad_id=0, max_len_b=4)
             if strategy == "beam":
@@ -57,6 +60,19 @@ def test_translate_matches_searching_each_sentence_alone(tiny_transformer, strat
             else:
                 expected += greedy_search(tiny_transformer, src, **special)
     assert out == tok.decode(expected)
+
+
+def test_an_empty_sentence_stays_empty_and_an_over_long_one_is_truncated_not_dropped(tiny_transformer, caplog):
+    tok = LetterTokenizer()
+    long = "abcdefgh" * 20  # 160 tokens, beyond the model's 128 positions
+    kwargs = dict(strategy="greedy", beam_size=1, alpha=0.0, max_len_b=50, batch_tokens=64)
+    out = translate(tiny_transformer, tok, ["ab", "", long, "  "], **kwargs)
+    assert len(out) == 4 and out[1] == "" and out[3] == ""
+    assert "sentence 3: 160 subword tokens" in caplog.text and "first 127" in caplog.text
+    # the truncated sentence is translated as its first 127 tokens would be
+    assert out[2] == translate(tiny_transformer, tok, [long[:127]], **kwargs)[0]
+    positions = tiny_transformer.cfg.max_positions
+    assert len(out[2]) <= positions - 1  # the output stops where the decoder's positions end
 
 
 def test_unknown_strategy_is_rejected(tiny_transformer):

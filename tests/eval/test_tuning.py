@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -11,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
+from tests.pipeline.smoke import stage
 
 from aiayn.config.composition import CONF_DIR, compose
 from aiayn.config.resolve import ConfigError, prepare
@@ -113,13 +113,6 @@ def test_the_sweep_config_holds_the_grid() -> None:
 def test_greedy_strategy_is_refused() -> None:
     with pytest.raises(ConfigError, match="decode.strategy"):
         tune_setting(prepare(compose(["decode=greedy", "logger=none"])))
-
-
-def stage(name: str):
-    spec = importlib.util.spec_from_file_location(f"pipeline_{name}", REPO / "pipeline" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def overrides(tmp: Path) -> list[str]:

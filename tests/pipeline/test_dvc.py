@@ -152,9 +152,16 @@ PLOTS = (
 )
 
 
+def attention_figures(repo: Path) -> set[str]:
+    """The aggregate stage's attention figures (base seed 1's), by their path in the repo."""
+    return {f"results/attention/{p.name}" for p in (repo / "results" / "attention").glob("*.png")}
+
+
 def test_dvc_plots_show_every_plot_the_readme_promises(repo: Path) -> None:
     plots = json.loads(dvc("plots", "show", "--json", cwd=repo))["data"]
-    assert set(plots) == set(PLOTS), sorted(plots)
+    figures = attention_figures(repo)
+    assert figures and all(name.startswith("results/attention/base-s1-dev") for name in figures), figures
+    assert set(plots) == set(PLOTS) | figures, sorted(plots)
     curves = plots[PLOTS[0]][0]["content"]
     assert {p["run"] for p in curves["data"]["values"]} == {"base-s1", "base-s2"}
     assert curves["encoding"]["detail"]["field"] == "run"  # .dvc/plots/runs.json: one line per run, coloured by row
@@ -163,7 +170,7 @@ def test_dvc_plots_show_every_plot_the_readme_promises(repo: Path) -> None:
     assert {layer["mark"]["type"] for layer in bleu["layer"]} == {"rule", "point"}  # CI bars (.dvc/plots/bleu_ci)
     table2 = plots[PLOTS[3]][0]["content"]["data"]["values"]
     assert {"Transformer (base model), ours", "ConvS2S"} <= {p["system"] for p in table2}
-    assert all(plots[name][0]["type"] == "image" for name in PLOTS[4:])
+    assert all(plots[name][0]["type"] == "image" for name in [*PLOTS[4:], *figures])
     diff = json.loads(dvc("plots", "diff", "HEAD", "--json", cwd=repo))["data"][PLOTS[1]][0]["content"]
     assert {p["rev"] for p in diff["data"]["values"]} == {"HEAD", "workspace"}  # one colour per revision
 
@@ -213,8 +220,8 @@ CHROMIUM = (
 
 
 def test_dvc_plots_render_in_a_real_browser(repo: Path, chromium: str, vega_libs: Path, tmp_path: Path) -> None:
-    """`dvc plots show` rendered by headless Chromium (Debian's package): every vega plot draws an SVG, both
-    images load; the screenshot is left in the test's folder."""
+    """`dvc plots show` rendered by headless Chromium (Debian's package): every vega plot draws an SVG, every
+    image loads (the two figures and the attention figures); the screenshot is left in the test's folder."""
     scripts = "".join(
         f'<script src="file://{vega_libs / lib}"></script>'
         for lib in ("vega/build/vega.min.js", "vega-lite/build/vega-lite.js", "vega-embed/build/vega-embed.min.js")
@@ -232,7 +239,7 @@ def test_dvc_plots_render_in_a_real_browser(repo: Path, chromium: str, vega_libs
     ).stdout
     embeds = dom.split('class="vega-embed')[1:]
     assert len(embeds) == 4 and all("<svg" in e.split("</details>")[-1][:5000] or "<svg" in e for e in embeds)
-    assert dom.count("<svg") >= 4 and "Error" not in dom and dom.count("<img") == 2
+    assert dom.count("<svg") >= 4 and "Error" not in dom and dom.count("<img") == 2 + len(attention_figures(repo))
     shot = tmp_path / "plots.png"
     subprocess.run(
         [chromium, *CHROMIUM, *profile, "--window-size=1300,3000", f"--screenshot={shot}", page],

@@ -1,55 +1,18 @@
-"""Each pipeline stage's run() on the smoke scale in a temporary folder, in DAG order, as DVC would call them."""
+"""Each pipeline stage's run() on the smoke scale in a temporary folder, in DAG order, as DVC would call them
+(the `workspace` fixture, tests/pipeline/conftest.py)."""
 
 from __future__ import annotations
 
 import csv
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 import torch
 from omegaconf import OmegaConf
+from tests.pipeline.smoke import REPO, overrides, stage
 
 from aiayn.config.composition import compose
-
-REPO = Path(__file__).resolve().parents[2]
-
-
-def stage(name: str):
-    """Import pipeline/<name>.py without running it (nothing runs at import time)."""
-    spec = importlib.util.spec_from_file_location(f"pipeline_{name}", REPO / "pipeline" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def overrides(tmp: Path, *extra: str) -> list[str]:
-    return [
-        "scale=smoke",
-        "logger=none",
-        "trainer.enable_progress_bar=false",
-        f"paths.raw={tmp}/data/raw",
-        f"paths.bpe={tmp}/data/bpe",
-        f"paths.runs={tmp}/runs",
-        f"paths.evals={tmp}/evals",
-        f"paths.results={tmp}/results",
-        *extra,
-    ]
-
-
-@pytest.fixture(scope="module")
-def workspace(tmp_path_factory) -> Path:
-    """fetch -> bpe -> train (2 seeds) -> evaluate (2 seeds) -> aggregate, through each script's run()."""
-    tmp = tmp_path_factory.mktemp("pipeline")
-    (tmp / "params.yaml").write_text("rows: [base]\nseeds: [1, 2]\n")
-    stage("fetch").run(compose(overrides(tmp)))
-    stage("bpe").run(compose(overrides(tmp)))
-    for seed in (1, 2):
-        stage("train").run(compose(overrides(tmp, f"seed={seed}")))
-        stage("evaluate").run(compose(overrides(tmp, f"seed={seed}")))
-    stage("aggregate").run(compose(overrides(tmp, f"aggregate.params_file={tmp}/params.yaml")))
-    return tmp
 
 
 def test_fetch_writes_the_six_files_and_stats(workspace: Path) -> None:

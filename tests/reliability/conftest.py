@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -11,20 +10,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from tests.pipeline.smoke import overrides as smoke_overrides
+from tests.pipeline.smoke import stage as load_stage
 
 from aiayn.config.composition import compose
 
 REPO = Path(__file__).resolve().parents[2]
 # What an uninterrupted run and a resumed run must agree on exactly (CPU, same seed); wall time is not one.
 EXACT = ("steps", "tokens_seen", "train_loss", "val_loss", "val_ppl")
-
-
-def load_stage(name: str):
-    """pipeline/<name>.py as a module (nothing runs at import time)."""
-    spec = importlib.util.spec_from_file_location(f"pipeline_{name}", REPO / "pipeline" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="session")
@@ -47,17 +40,7 @@ def overrides(data_dir: Path) -> Callable[..., list[str]]:
     """Overrides of a smoke run writing under `tmp` and reading the shared data."""
 
     def make(tmp: Path, *extra: str) -> list[str]:
-        return [
-            "scale=smoke",
-            "logger=none",
-            "trainer.enable_progress_bar=false",
-            f"paths.raw={data_dir}/raw",
-            f"paths.bpe={data_dir}/bpe",
-            f"paths.runs={tmp}/runs",
-            f"paths.evals={tmp}/evals",
-            f"paths.results={tmp}/results",
-            *extra,
-        ]
+        return smoke_overrides(tmp, *extra, data=data_dir)
 
     return make
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from aiayn.config.composition import compose
-from aiayn.eval.stage import load_model
+from aiayn.eval.trained import load_model
 from aiayn.train.checkpointing import lock_run_dir
 from aiayn.train.module import TranslationModule
 

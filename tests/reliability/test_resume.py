@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from aiayn.config.composition import compose
-from aiayn.eval.stage import load_model
+from aiayn.eval.trained import load_model
 from aiayn.train.checkpointing import AtomicCheckpointIO, lock_run_dir, resume_checkpoint
 
 

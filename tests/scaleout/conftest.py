@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from tests.pipeline import smoke
 
 from aiayn.config.composition import compose
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def env() -> dict[str, str]:
@@ -39,13 +37,7 @@ def sh():
 
 
 def data_overrides(tmp: Path) -> list[str]:
-    return [
-        "scale=smoke",
-        "logger=none",
-        "trainer.enable_progress_bar=false",
-        f"paths.raw={tmp}/data/raw",
-        f"paths.bpe={tmp}/data/bpe",
-    ]
+    return smoke.data_overrides(tmp / "data")
 
 
 @pytest.fixture(scope="package")
@@ -53,10 +45,7 @@ def smoke_data(tmp_path_factory) -> Path:
     """fetch and bpe at the smoke scale (about a second), through the stages' run()."""
     tmp = tmp_path_factory.mktemp("smoke_data")
     for name in ("fetch", "bpe"):
-        spec = importlib.util.spec_from_file_location(f"pipeline_{name}", REPO / "pipeline" / f"{name}.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        module.run(compose(data_overrides(tmp)))
+        smoke.stage(name).run(compose(data_overrides(tmp)))
     return tmp
 
 

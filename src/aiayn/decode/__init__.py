@@ -2,6 +2,6 @@
 
 from aiayn.decode.beam import Hypothesis, beam_search, length_penalty
 from aiayn.decode.greedy import greedy_search
-from aiayn.decode.translate import batch_by_length, translate
+from aiayn.decode.translate import batch_by_length, search, translate
 
-__all__ = ["Hypothesis", "batch_by_length", "beam_search", "greedy_search", "length_penalty", "translate"]
+__all__ = ["Hypothesis", "batch_by_length", "beam_search", "greedy_search", "length_penalty", "search", "translate"]

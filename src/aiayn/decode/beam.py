@@ -94,14 +94,15 @@ def beam_search(
     pad_id: int,
     incremental: bool = True,
     compact_every: int = 1,
+    max_length: int | None = None,
 ) -> list[list[Hypothesis]]:
     """Up to `beam_size` hypotheses per source sentence, best first, in input order (section 6.1).
 
     `src` (B, S) ends each sentence with EOS and is right-padded with `pad_id`; output is limited to input
-    length + `max_len_b` tokens (docs/departures.md#decode-max-length). `incremental` decodes with a key/value
-    cache instead of recomputing prefixes. Sentences that stopped leave the batch every `compact_every` steps, the
-    only steps that wait for the device; the hypotheses do not depend on it (up to the floating-point effect of
-    the batch's size on the model's kernels).
+    length + `max_len_b` tokens (docs/departures.md#decode-max-length) and to `max_length` (None: no cap).
+    `incremental` decodes with a key/value cache instead of recomputing prefixes. Sentences that stopped leave the
+    batch every `compact_every` steps, the only steps that wait for the device; the hypotheses do not depend on it
+    (up to the floating-point effect of the batch's size on the model's kernels).
     """
     if beam_size < 1:
         raise ValueError(f"beam_size must be >= 1, got {beam_size}")
@@ -110,7 +111,7 @@ def beam_search(
     if compact_every < 1:
         raise ValueError(f"compact_every must be >= 1, got {compact_every}")
     stepper = Stepper(model, src, pad_id=pad_id, bos_id=bos_id, repeats=beam_size, incremental=incremental)
-    live = _initial_live(src, beam_size, max_len_b, bos_id, pad_id)
+    live = _initial_live(src, beam_size, max_output_lengths(src, pad_id, max_len_b, max_length), bos_id)
     last_step = int(live.limits.max())  # every sentence has stopped after this step: one read per batch
     pools = _Pools.empty(src.size(0), beam_size, last_step + 1, src.device)
     for step in range(last_step + 1):
@@ -130,13 +131,12 @@ def beam_search(
     return pools.to_hypotheses()
 
 
-def _initial_live(src: Tensor, beam_size: int, max_len_b: int, bos_id: int, pad_id: int) -> _Live:
+def _initial_live(src: Tensor, beam_size: int, limits: Tensor, bos_id: int) -> _Live:
     """K copies of the BOS prefix per sentence; all but the first start at -inf so step 0 has no duplicates."""
     n_sent = src.size(0)
     logprob = torch.zeros(n_sent, beam_size, device=src.device)
     logprob[:, 1:] = -torch.inf
     tokens = torch.full((n_sent * beam_size, 1), bos_id, dtype=torch.long, device=src.device)
-    limits = max_output_lengths(src, pad_id, max_len_b)
     searching = torch.ones(n_sent, dtype=torch.bool, device=src.device)
     return _Live(tokens, logprob, limits, torch.arange(n_sent, device=src.device), searching)
 

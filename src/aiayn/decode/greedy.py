@@ -27,18 +27,19 @@ def greedy_search(
     pad_id: int,
     incremental: bool = True,
     compact_every: int = 1,
+    max_length: int | None = None,
 ) -> list[list[int]]:
     """Greedy output token ids of each source sentence (no BOS/EOS), in input order.
 
     `src` (B, S) ends each sentence with EOS and is right-padded with `pad_id`. A sentence stops at EOS or
-    after input length + `max_len_b` tokens (section 6.1); stopped sentences leave the batch every `compact_every`
-    steps.
+    after input length + `max_len_b` tokens (section 6.1), at most `max_length` (None: no cap); stopped sentences
+    leave the batch every `compact_every` steps.
     """
     if compact_every < 1:
         raise ValueError(f"compact_every must be >= 1, got {compact_every}")
     n_sent, device = src.size(0), src.device
     stepper = Stepper(model, src, pad_id=pad_id, bos_id=bos_id, repeats=1, incremental=incremental)
-    limits = max_output_lengths(src, pad_id, max_len_b)  # (n,)
+    limits = max_output_lengths(src, pad_id, max_len_b, max_length)  # (n,)
     last_step = int(limits.max())  # every sentence has stopped after this step: one read per batch
     sent_ids = torch.arange(n_sent, device=device)  # (n,) index in the input batch of each row
     searching = torch.ones(n_sent, dtype=torch.bool, device=device)  # (n,)

@@ -17,14 +17,16 @@ if TYPE_CHECKING:
     from aiayn.model.transformer import Transformer
 
 
-def max_output_lengths(src: Tensor, pad_id: int, max_len_b: int) -> Tensor:
-    """Per-sentence output limit, section 6.1: input length + max_len_b tokens (EOS not counted), (B,).
+def max_output_lengths(src: Tensor, pad_id: int, max_len_b: int, max_length: int | None = None) -> Tensor:
+    """Per-sentence output limit, section 6.1: input length + max_len_b tokens (EOS not counted), (B,), and at most
+    `max_length` (None: no cap), the most the decoder's positions hold.
 
     The input length counts the non-pad source tokens, the source's EOS included (as tensor2tensor did).
     """
     if max_len_b < 0:
         raise ValueError(f"max_len_b must be >= 0, got {max_len_b}")
-    return (src != pad_id).sum(dim=1) + max_len_b
+    limits = (src != pad_id).sum(dim=1) + max_len_b
+    return limits if max_length is None else limits.clamp(max=max_length)
 
 
 def force_eos(lprobs: Tensor, at_limit: Tensor, eos_id: int) -> Tensor:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -18,6 +19,8 @@ if TYPE_CHECKING:
 
 STRATEGIES = ("beam", "greedy")
 
+log = logging.getLogger(__name__)
+
 
 class Tokenizer(Protocol):
     """What `translate` needs from the project's tokenizer wrapper."""
@@ -25,7 +28,9 @@ class Tokenizer(Protocol):
     pad_id: int
     bos_id: int
     eos_id: int
-    vocab_size: int
+
+    @property
+    def vocab_size(self) -> int: ...
 
     def encode(self, lines: list[str]) -> list[list[int]]: ...
 
@@ -50,6 +55,26 @@ def batch_by_length(lengths: Sequence[int], batch_tokens: int) -> list[list[int]
     if current:
         batches.append(current)
     return batches
+
+
+def source_ids(tokenizer: Tokenizer, sentences: list[str], max_positions: int) -> list[list[int]]:
+    """Each sentence's subword ids ending in EOS, as the model trained on them ([] for a sentence with no tokens: an
+    empty line). A sentence longer than the model's `max_positions` keeps its first max_positions - 1 tokens and
+    EOS, with a warning naming it; it is translated, never dropped."""
+    out = []
+    for number, tokens in enumerate(tokenizer.encode(sentences), 1):
+        if len(tokens) >= max_positions:
+            log.warning(
+                "sentence %d: %d subword tokens, more than the model's max_positions=%d hold with EOS; translating "
+                "its first %d",
+                number,
+                len(tokens),
+                max_positions,
+                max_positions - 1,
+            )
+            tokens = tokens[: max_positions - 1]
+        out.append(tokens + [tokenizer.eos_id] if tokens else [])
+    return out
 
 
 def pad_batch(sequences: Sequence[Sequence[int]], pad_id: int, device: torch.device | str) -> Tensor:
@@ -81,7 +106,7 @@ def autocast(precision: str, device: torch.device | str) -> contextlib.AbstractC
     raise ValueError(f"precision {precision!r}: expected a Lightning precision such as 32-true or bf16-mixed")
 
 
-def translate(
+def search(
     model: Transformer,
     tokenizer: Tokenizer,
     sentences: list[str],
@@ -94,29 +119,38 @@ def translate(
     device: torch.device | str | None = None,
     compact_every: int | None = None,
     progress: Progress | None = None,
-) -> list[str]:
-    """Detokenised translations of `sentences` (section 6.1 search), same order; the model is left as it was.
+) -> list[list[int]]:
+    """The output token ids (no BOS or EOS) of `sentences` (section 6.1 search), same order; the model is left as
+    it was.
 
-    Sources end with EOS as in training; `batch_tokens` bounds source tokens (with padding) per batch;
-    `compact_every` is the search's (None: `default_compact_every(device)`); `progress` counts the sentences done.
+    Sources end with EOS as in training (`source_ids`: a sentence without tokens translates to "", a longer one than
+    the model's positions is truncated); outputs stop where the decoder's positions end. `batch_tokens` bounds
+    source tokens (with padding) per batch; `compact_every` is the search's (None: `default_compact_every(device)`);
+    `progress` counts the sentences done.
     """
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
     if device is None:
         device = next(model.parameters()).device
-    ids = [tokens + [tokenizer.eos_id] for tokens in tokenizer.encode(sentences)]
+    positions = model.cfg.max_positions
+    ids = source_ids(tokenizer, sentences, positions)
     special: dict[str, Any] = dict(
         bos_id=tokenizer.bos_id,
         eos_id=tokenizer.eos_id,
         pad_id=tokenizer.pad_id,
         compact_every=compact_every or default_compact_every(device),
+        max_length=positions - 1,  # EOS after L tokens is chosen at position L (BOS at 0)
     )
     outputs: list[list[int]] = [[] for _ in sentences]
+    todo = [i for i, seq in enumerate(ids) if seq]
+    if progress is not None and len(todo) < len(ids):
+        progress.update(len(ids) - len(todo))
     was_training = model.training
     model.eval()
     try:
         with torch.inference_mode():
-            for batch in batch_by_length([len(seq) for seq in ids], batch_tokens):
+            for group in batch_by_length([len(ids[i]) for i in todo], batch_tokens):
+                batch = [todo[i] for i in group]
                 src = pad_batch([ids[i] for i in batch], tokenizer.pad_id, device)
                 if strategy == "beam":
                     hyps = beam_search(model, src, beam_size=beam_size, alpha=alpha, max_len_b=max_len_b, **special)
@@ -131,4 +165,10 @@ def translate(
         model.train(was_training)
     if progress is not None:
         progress.finish()
-    return tokenizer.decode(outputs)
+    return outputs
+
+
+def translate(model: Transformer, tokenizer: Tokenizer, sentences: list[str], **search_args: Any) -> list[str]:
+    """Detokenised translations of `sentences`, same order: `search` (whose arguments it takes) and the tokenizer's
+    decode."""
+    return tokenizer.decode(search(model, tokenizer, sentences, **search_args))

@@ -17,75 +17,34 @@ from omegaconf import DictConfig, OmegaConf
 from aiayn import runspec, tracking
 from aiayn.data.batching import eval_batches
 from aiayn.data.tokenizer import Tokenizer
-from aiayn.decode import translate
 from aiayn.decode.translate import autocast
-from aiayn.eval import averaging
-from aiayn.eval.averaging import average_checkpoints
 from aiayn.eval.bleu import sacre_bleu
 from aiayn.eval.evaluate import score_translations
 from aiayn.eval.perplexity import dev_perplexity
+from aiayn.eval.trained import (
+    decode_device,
+    decode_precision,
+    load_weights,
+    run_tokenizer,
+    select_last,
+    translate_with,
+)
 from aiayn.io import atomic_write_json, atomic_write_text, read_json, read_lines
-from aiayn.model.config import ModelConfig
 from aiayn.model.transformer import Transformer
-from aiayn.progress import Progress
 from aiayn.runspec import RunSpec
 
 log = logging.getLogger(__name__)
 
 
-def select_last(ckpt_dir: Path, k: int) -> list[Path]:
-    """The run's last max(k, 1) checkpoints by step (aiayn.eval.averaging.select_last); an unreadable last.ckpt,
-    whose step it reads, is an error naming the file."""
-    if (ckpt_dir / runspec.LAST_CHECKPOINT).exists():
-        _open_checkpoint(ckpt_dir / runspec.LAST_CHECKPOINT)
-    return averaging.select_last(ckpt_dir, k)
-
-
-def load_model(ckpt_dir: Path, average_last: int, device: torch.device) -> tuple[Transformer, list[Path]]:
-    """The run's model with the mean weights of its last `average_last` checkpoints (0 or 1: the last one)."""
-    paths = select_last(ckpt_dir, average_last)
-    return load_weights(paths, device), paths
-
-
-def load_weights(paths: list[Path], device: torch.device) -> Transformer:
-    """The model with the mean weights of the given checkpoints (one: its weights as they are)."""
-    hparams = [_open_checkpoint(p) for p in paths][-1]["hyper_parameters"]
-    model = Transformer(ModelConfig(**hparams["model"]), hparams["vocab_size"], hparams["pad_id"])
-    model.load_state_dict(average_checkpoints(paths))
-    return model.to(device).eval()
-
-
-def _open_checkpoint(path: Path) -> dict[str, Any]:
-    """A checkpoint memory-mapped (weights_only=True); a truncated or corrupt file is an error naming it."""
-    try:
-        return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    except Exception as err:
-        raise ValueError(
-            f"{path}: unreadable checkpoint ({type(err).__name__}: {err}); delete it and rerun the "
-            f"train stage to rewrite it"
-        ) from err
-
-
 def decode_split(
     cfg: DictConfig, model, tokenizer, split: str, device
 ) -> tuple[list[str], list[str], float, list[str]]:
-    """Translate `data/raw/{split}.src`; return hypotheses, references, sentences per second and the sources."""
+    """Translate `data/raw/{split}.src` (aiayn.eval.trained.translate_with); return hypotheses, references,
+    sentences per second and the sources."""
     raw = Path(cfg.paths.raw)
     sources, refs = read_lines(raw / f"{split}.src"), read_lines(raw / f"{split}.tgt")
     start = time.perf_counter()
-    hyps = translate(
-        model,
-        tokenizer,
-        sources,
-        strategy=cfg.decode.strategy,
-        beam_size=cfg.decode.beam_size,
-        alpha=cfg.decode.length_penalty,
-        max_len_b=cfg.decode.max_len_b,
-        batch_tokens=cfg.decode.batch_tokens,
-        device=device,
-        compact_every=cfg.decode.compact_every,
-        progress=Progress(f"decode {split} ({cfg.decode.strategy})", len(sources), "sentences"),
-    )
+    hyps = translate_with(cfg, model, tokenizer, sources, device, f"decode {split}")
     return hyps, refs, len(sources) / max(time.perf_counter() - start, 1e-9), sources
 
 
@@ -106,8 +65,7 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     tracking.refuse_secrets(cfg)
     spec, bpe_dir = RunSpec.of(cfg), Path(cfg.paths.bpe)
     spec.eval_dir.mkdir(parents=True, exist_ok=True)
-    device = torch.device("cuda" if cfg.trainer.accelerator == "gpu" and torch.cuda.is_available() else "cpu")
-    tokenizer = Tokenizer(bpe_dir / "spm.model")
+    device, tokenizer = decode_device(cfg), run_tokenizer(bpe_dir, select_last(spec.checkpoints, 1)[-1])
     sections = SECTIONS if "table2" in cfg.row.tables else SECTIONS[:1]
     wandb_run = tracking.start_run(cfg, job_type="eval")
     tracking.use_inputs(wandb_run, [tracking.checkpoint_artifact(cfg)])
@@ -159,8 +117,7 @@ def _evaluate_split(
     wandb_run,
 ) -> dict[str, Any]:
     """Decode and score one split with the given weights; write its hypotheses; its section of eval.json."""
-    with autocast(decode_precision(cfg), device):
-        hyps, refs, speed, sources = decode_split(cfg, model, tokenizer, split, device)
+    hyps, refs, speed, sources = decode_split(cfg, model, tokenizer, split, device)
     atomic_write_text(spec.eval_dir / runspec.hyps_file(split), "".join(h + "\n" for h in hyps))
     # The bootstrap interval is Table 2's (a test set, one system); Table 3 compares rows over seeds.
     scores = score_translations(
@@ -176,11 +133,6 @@ def _evaluate_split(
         "copy_baseline_bleu": sacre_bleu(sources, refs)[0],
         "set": _set_name(cfg, split, len(refs)),
     }
-
-
-def decode_precision(cfg: DictConfig) -> str:
-    """decode.precision, or the precision the run trained in (trainer.precision) when it is null."""
-    return str(cfg.decode.precision or cfg.trainer.precision)
 
 
 def _to(loader, device):

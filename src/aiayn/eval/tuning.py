@@ -15,14 +15,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import torch
 from omegaconf import DictConfig, OmegaConf
 
 from aiayn.config.resolve import ConfigError
 from aiayn.config.schema import DecodeConfig
-from aiayn.data.tokenizer import Tokenizer
 from aiayn.eval.evaluate import score_translations
-from aiayn.eval.stage import decode_split, load_model
+from aiayn.eval.stage import decode_split
+from aiayn.eval.trained import decode_device, load_model, run_tokenizer
 from aiayn.io import atomic_write_json, atomic_write_text, read_json
 from aiayn.runspec import RunSpec
 
@@ -49,11 +48,11 @@ def tune_setting(cfg: DictConfig) -> dict[str, Any]:
         raise ConfigError(f"decode.strategy={cfg.decode.strategy!r}: tuning sweeps beam search; use decode=paper")
     spec = RunSpec.of(cfg)
     out_dir = spec.tuning_dir
-    device = torch.device("cuda" if cfg.trainer.accelerator == "gpu" and torch.cuda.is_available() else "cpu")
+    device = decode_device(cfg)
     # Loading is not cached across sweep jobs: averaging even 20 checkpoints costs seconds, decoding the dev set
     # with a beam costs minutes, and a cache would be global state.
     model, paths = load_model(spec.checkpoints, cfg.row.average_last, device)
-    tokenizer = Tokenizer(Path(cfg.paths.bpe) / "spm.model")
+    tokenizer = run_tokenizer(Path(cfg.paths.bpe), paths[-1])
     hyps, refs, speed, _ = decode_split(cfg, model, tokenizer, "valid", device)
     scores = score_translations(hyps, refs, tgt_lang=cfg.data.tgt_lang, bootstrap=0)
     result = {

@@ -78,6 +78,10 @@ class MultiHeadAttention(nn.Module):
     projects with a single matmul; cross-attention uses slices (views) of it. Each is Xavier-initialised with gain
     `qkv_init_gain` (1/sqrt(2) by default, as `nn.MultiheadAttention`'s packed init and fairseq). `dropout` acts on the
     attention weights; the paper uses none there (model.attention_dropout, default 0.0).
+
+    `capture` is off (None) by default; a list there (aiayn.model.capture.capture_attention sets one) receives the
+    attention weights (B, H, T, S) of every call, as `attention_weights` computes them from the same q, k and mask
+    the output's kernel read, before dropout; the output itself is computed as without it.
     """
 
     def __init__(
@@ -86,6 +90,7 @@ class MultiHeadAttention(nn.Module):
         super().__init__()
         self.n_heads, self.d_k, self.d_v = n_heads, d_k, d_v
         self.dropout, self.qkv_init_gain = dropout, qkv_init_gain
+        self.capture: list[Tensor] | None = None
         # Departure: see docs/departures.md#attention-biases (the paper's W^Q, W^K, W^V, W^O have no bias)
         self.w_qkv = nn.Linear(d_model, n_heads * (2 * d_k + d_v))
         self.w_o = nn.Linear(n_heads * d_v, d_model)
@@ -145,6 +150,10 @@ class MultiHeadAttention(nn.Module):
                 )
             q = q.view(-1, group, heads, length, d_k).transpose(1, 2).reshape(-1, heads, group * length, d_k)
         out = scaled_dot_product_attention(q, k, v, mask, dropout_p)  # (B / G, H, G * T, d_v)
+        if self.capture is not None:
+            dense = causal_mask(q.size(-2), q.device) if isinstance(mask, Causal) else mask
+            weights = attention_weights(q, k, dense).detach()  # (B / G, H, G * T, S)
+            self.capture.append(weights.view(-1, heads, group, length, k.size(-2)).transpose(1, 2).flatten(0, 1))
         # -> (B, T, H, d_v): heads next to each other for W_O, each group's rows back in order
         out = out.view(-1, heads, group, length, self.d_v).permute(0, 2, 3, 1, 4)
         return self.w_o(out.reshape(batch, length, heads * self.d_v))  # (B, T, D)

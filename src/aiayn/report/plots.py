@@ -15,7 +15,7 @@ from aiayn.curve import read_curve
 from aiayn.report.formats import atomic_write
 
 
-def _save(fig: Figure, path: Path) -> Path:
+def save_figure(fig: Figure, path: Path) -> Path:
     """Render with Agg and write atomically; no Software metadata, so the bytes depend only on the data."""
     FigureCanvasAgg(fig)
     return atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=100, metadata={"Software": None}))
@@ -85,7 +85,7 @@ def plot_bleu_by_row(table3_rows: Sequence[Mapping[str, Any]], path: Path) -> Pa
         fontsize=10,
     )
     fig.tight_layout()
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def _row_styles(rows: Sequence[str]) -> dict[str, dict[str, Any]]:
@@ -163,4 +163,4 @@ def plot_learning_curves(curves: Mapping[str, Path], path: Path, paper_ppl: Mapp
             ncols=1 + len(by_row) // 27,
             frameon=False,
         )
-    return _save(fig, path)
+    return save_figure(fig, path)

@@ -11,7 +11,7 @@ from omegaconf import DictConfig
 
 from aiayn import runspec, tracking
 from aiayn.config.params import Params
-from aiayn.io import atomic_write_json
+from aiayn.io import atomic_write_json, read_lines
 from aiayn.report import aggregate as build_tables
 from aiayn.report.significance import Design
 from aiayn.report.table2 import table2_metrics
@@ -84,8 +84,28 @@ def aggregate(cfg: DictConfig) -> dict[str, Any]:
         Path(cfg.paths.results) / "metrics.json",
         {"table3": table3_metrics(summary["table3"]), "table2": table2_metrics(summary["table2"])},
     )
+    attention_figures(cfg, rows, seeds, averages)
     _log(cfg, summary, Path(cfg.paths.results), inputs(cfg, seeds, averages))
     return summary
+
+
+def attention_figures(
+    cfg: DictConfig, rows: list[str], seeds: dict[str, list[int]], average_last: dict[str, int]
+) -> list[Path]:
+    """results/attention/: what base and big (seed 1, of the tables' variant, when they are among the rows and
+    their runs finished) attend to in a few dev sentences (aiayn.attention.dev_figures)."""
+    from aiayn.attention import FIGURE_DIR, FIGURE_ROWS, FIGURE_SEED, dev_figures
+
+    specs = [
+        RunSpec.for_row(row, FIGURE_SEED, dict(cfg.variant), average_last.get(row, 0), cfg.paths.runs, cfg.paths.evals)
+        for row in FIGURE_ROWS
+        if row in rows and FIGURE_SEED in seeds.get(row, [])
+    ]
+    raw, out_dir = Path(cfg.paths.raw), Path(cfg.paths.results) / FIGURE_DIR
+    out_dir.mkdir(parents=True, exist_ok=True)  # a DVC output even when no run is drawn
+    return dev_figures(
+        specs, read_lines(raw / "valid.src"), read_lines(raw / "valid.tgt"), Path(cfg.paths.bpe), out_dir
+    )
 
 
 def inputs(cfg: DictConfig, seeds: dict[str, list[int]], average_last: dict[str, int]) -> list[tracking.ArtifactSpec]:
@@ -124,6 +144,8 @@ def _log(cfg: DictConfig, summary: dict[str, Any], results: Path, used: list[tra
     try:
         import wandb
 
+        from aiayn.attention import FIGURE_DIR
+
         tracking.use_inputs(run, used)
         for name in ("table3", "table2", "sweep"):
             path = results / f"{name}.csv"
@@ -143,10 +165,14 @@ def _log(cfg: DictConfig, summary: dict[str, Any], results: Path, used: list[tra
         run.log({"dev/bleu_by_row": wandb.plot.bar(bars, "row", "dev/bleu", title="dev BLEU by row (mean over seeds)")})
         for png in sorted(results.glob("*.png")):
             run.log({png.stem: wandb.Image(str(png))})
+        figures = sorted((results / FIGURE_DIR).glob("*.png"))
+        for png in figures:
+            run.log({f"{FIGURE_DIR}/{png.stem}": wandb.Image(str(png))})
         for row, values in table3_metrics(summary["table3"]).items():
             run.summary.update({f"dev/{key.removeprefix('dev_')}/{row}": v for key, v in values.items()})
+        files = (*RESULT_FILES, *(png.relative_to(results).as_posix() for png in figures))
         tracking.log_output(
-            run, tracking.ArtifactSpec(f"tables-{cfg.scale.name}", "results", results, copy=True, files=RESULT_FILES)
+            run, tracking.ArtifactSpec(f"tables-{cfg.scale.name}", "results", results, copy=True, files=files)
         )
     except Exception as err:
         log.warning("could not log the tables to wandb: %s", tracking.scrub(str(err)))

@@ -30,12 +30,11 @@ from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from aiayn import runspec, tracking
 from aiayn.io import atomic_path
-from aiayn.runspec import CHECKPOINTS, LAST_CHECKPOINT, LOCK, STALE
+from aiayn.runspec import CHECKPOINTS, FINGERPRINT, LAST_CHECKPOINT, LOCK, STALE
 from aiayn.train.callbacks import ends_update
 
 log = logging.getLogger(__name__)
 
-FINGERPRINT = "aiayn_fingerprint"  # the checkpoint key holding the run's fingerprint
 LAST, SNAPSHOT = "last", "snapshot"  # what a due step writes
 
 

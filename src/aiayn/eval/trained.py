@@ -1,0 +1,159 @@
+"""A trained run opened for decoding, the one way the evaluate stage, `python -m aiayn.translate` and the attention
+figures open it: the finished-run check, its model (the last checkpoint or the mean of its last k), the tokenizer it
+trained with, the device and arithmetic it decodes in, and translation with its decode settings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from aiayn import runspec
+from aiayn.data.tokenizer import Tokenizer
+from aiayn.decode import search
+from aiayn.decode.translate import autocast
+from aiayn.eval import averaging
+from aiayn.eval.averaging import average_checkpoints
+from aiayn.model.config import ModelConfig
+from aiayn.model.transformer import Transformer
+from aiayn.progress import Progress
+
+TOKENIZER = "spm.model"  # the bpe stage's tokenizer, in paths.bpe
+
+
+def finished_run(run_dir: Path) -> DictConfig:
+    """The resolved config of a finished run folder (aiayn.runspec: config.yaml, train.json written when the run
+    ended, checkpoints); a folder that is not one is refused naming what it lacks."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise FileNotFoundError(f"{run_dir}: no such folder; give a train stage's run folder, such as runs/base/seed1")
+    missing = [name for name in (runspec.CONFIG, runspec.TRAIN_SUMMARY) if not (run_dir / name).is_file()]
+    if not any((run_dir / runspec.CHECKPOINTS).glob("*.ckpt")):
+        missing.append(f"{runspec.CHECKPOINTS}/*.ckpt")
+    if missing:
+        raise ValueError(
+            f"{run_dir} is not a finished run: it has no {' and no '.join(missing)} (the train stage writes "
+            f"{runspec.TRAIN_SUMMARY} when the run ends); finish it with `dvc repro` or `python pipeline/train.py` "
+            f"with its row and seed"
+        )
+    cfg = OmegaConf.load(run_dir / runspec.CONFIG)
+    assert isinstance(cfg, DictConfig), "the train stage writes config.yaml from a DictConfig"
+    return cfg
+
+
+@dataclass(frozen=True)
+class OpenedRun:
+    """A finished run ready to decode: its resolved config, model, tokenizer, the checkpoints whose mean the
+    model holds, and the device it is on."""
+
+    cfg: DictConfig
+    model: Transformer
+    tokenizer: Tokenizer
+    checkpoints: list[Path]
+    device: torch.device
+
+
+def open_run(run_dir: Path, average: int | None = None, bpe_dir: Path | None = None) -> OpenedRun:
+    """A finished run (`finished_run`) with the mean weights of its last `average` checkpoints (None: the row's
+    `average_last`, Table 2's weights, or the last checkpoint for a row that averages none) and the tokenizer in
+    `bpe_dir` (None: the run's paths.bpe)."""
+    cfg = finished_run(run_dir)
+    device = decode_device(cfg)
+    k = max(1, int(cfg.row.average_last)) if average is None else average
+    model, paths = load_model(Path(run_dir) / runspec.CHECKPOINTS, k, device)
+    tokenizer = run_tokenizer(Path(cfg.paths.bpe) if bpe_dir is None else Path(bpe_dir), paths[-1])
+    return OpenedRun(cfg, model, tokenizer, paths, device)
+
+
+def select_last(ckpt_dir: Path, k: int) -> list[Path]:
+    """The run's last max(k, 1) checkpoints by step (aiayn.eval.averaging.select_last); an unreadable last.ckpt,
+    whose step it reads, is an error naming the file."""
+    if (ckpt_dir / runspec.LAST_CHECKPOINT).exists():
+        open_checkpoint(ckpt_dir / runspec.LAST_CHECKPOINT)
+    return averaging.select_last(ckpt_dir, k)
+
+
+def load_model(ckpt_dir: Path, average_last: int, device: torch.device) -> tuple[Transformer, list[Path]]:
+    """The run's model with the mean weights of its last `average_last` checkpoints (0 or 1: the last one)."""
+    paths = select_last(ckpt_dir, average_last)
+    return load_weights(paths, device), paths
+
+
+def load_weights(paths: list[Path], device: torch.device) -> Transformer:
+    """The model with the mean weights of the given checkpoints (one: its weights as they are)."""
+    hparams = [open_checkpoint(p) for p in paths][-1]["hyper_parameters"]
+    model = Transformer(ModelConfig(**hparams["model"]), hparams["vocab_size"], hparams["pad_id"])
+    model.load_state_dict(average_checkpoints(paths))
+    return model.to(device).eval()
+
+
+def open_checkpoint(path: Path) -> dict[str, Any]:
+    """A checkpoint memory-mapped (weights_only=True); a truncated or corrupt file is an error naming it."""
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception as err:
+        raise ValueError(
+            f"{path}: unreadable checkpoint ({type(err).__name__}: {err}); delete it and rerun the "
+            f"train stage to rewrite it"
+        ) from err
+
+
+def run_tokenizer(bpe_dir: Path, checkpoint: Path) -> Tokenizer:
+    """The tokenizer in `bpe_dir`, refused when it is not the one the checkpoint's run trained with (the sha256
+    its fingerprint records; a checkpoint without one is not checked)."""
+    if not (Path(bpe_dir) / TOKENIZER).is_file():
+        raise FileNotFoundError(
+            f"{Path(bpe_dir) / TOKENIZER} not found: the run's tokenizer (paths.bpe, the bpe stage's); work from the "
+            f"folder the run was trained in, or name its bpe folder"
+        )
+    tokenizer = Tokenizer(Path(bpe_dir) / TOKENIZER)
+    trained = (open_checkpoint(checkpoint).get(runspec.FINGERPRINT) or {}).get("data", {}).get("tokenizer_sha256")
+    if trained is not None and trained != tokenizer.sha256:
+        raise ValueError(
+            f"{Path(bpe_dir) / TOKENIZER} is not the tokenizer {checkpoint} was trained with (sha256 "
+            f"{tokenizer.sha256[:12]}..., the run's {trained[:12]}...); point at the bpe folder the run trained with"
+        )
+    return tokenizer
+
+
+def decode_device(cfg: DictConfig) -> torch.device:
+    """The GPU when the run's trainer uses one and this machine has one, else the CPU."""
+    return torch.device("cuda" if cfg.trainer.accelerator == "gpu" and torch.cuda.is_available() else "cpu")
+
+
+def decode_precision(cfg: DictConfig) -> str:
+    """decode.precision, or the precision the run trained in (trainer.precision) when it is null."""
+    return str(cfg.decode.precision or cfg.trainer.precision)
+
+
+def translate_with(
+    cfg: DictConfig, model: Transformer, tokenizer: Tokenizer, sentences: Sequence[str], device, what: str
+) -> list[str]:
+    """`sentences` translated with cfg.decode's search, batch size and arithmetic (`decode_precision`), in order;
+    progress lines name `what` ("decode valid")."""
+    return tokenizer.decode(search_with(cfg, model, tokenizer, sentences, device, what))
+
+
+def search_with(
+    cfg: DictConfig, model: Transformer, tokenizer: Tokenizer, sentences: Sequence[str], device, what: str
+) -> list[list[int]]:
+    """`translate_with`'s output token ids (no BOS or EOS), before the tokenizer's decode."""
+    with autocast(decode_precision(cfg), device):
+        return search(
+            model,
+            tokenizer,
+            list(sentences),
+            strategy=cfg.decode.strategy,
+            beam_size=cfg.decode.beam_size,
+            alpha=cfg.decode.length_penalty,
+            max_len_b=cfg.decode.max_len_b,
+            batch_tokens=cfg.decode.batch_tokens,
+            device=device,
+            compact_every=cfg.decode.compact_every,
+            progress=Progress(f"{what} ({cfg.decode.strategy})", len(sentences), "sentences"),
+        )
