@@ -59,6 +59,12 @@ def test_slurm_job_sends_the_time_limit_signal_to_lightning_only(tmp_path: Path,
     } <= lines
 
 
+def test_the_parallel_launcher_forks_with_the_stages_preloaded() -> None:
+    params = launcher_params("hydra/launcher=parallel")
+    assert params["_target_"].endswith("aiayn_launcher.fork_launcher.ForkLauncher")
+    assert params["n_jobs"] == 3 and {"aiayn.train.fit", "aiayn.eval.stage"} <= set(params["preload"])
+
+
 def test_local_launcher_config_composes() -> None:
     params = launcher_params("hydra/launcher=local")
     assert params["_target_"].endswith("LocalLauncher") and params["gpus_per_node"] == 0

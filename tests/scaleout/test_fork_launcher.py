@@ -1,0 +1,75 @@
+"""hydra/launcher=parallel (hydra_plugins.aiayn_launcher): jobs forked from the launching process, which imported
+what they need once; no deadlock after the parent's own torch threads ran; joblib where forking is unsafe."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from hydra_plugins.aiayn_launcher.fork_launcher import can_fork
+
+# A Hydra app whose launching process runs torch on two intra-op threads (so the thread pool exists when it forks),
+# then four jobs, two at a time: each job runs torch again and records who ran it.
+APP = """
+import json, os, sys
+import hydra, torch
+
+@hydra.main(config_path="conf", config_name="config", version_base="1.3")
+def job(cfg):
+    x = torch.randn(256, 256)
+    torch.set_num_threads(torch.get_num_threads())  # the job's own setting, as the launcher made it
+    y = (x @ x).sum().item()
+    record = dict(seed=cfg.seed, pid=os.getpid(), ppid=os.getppid(), threads=torch.get_num_threads(),
+                  preloaded="wave" in sys.modules, finite=y == y)
+    with open(f"{cfg.out}/job{cfg.seed}.json", "w") as f:
+        json.dump(record, f)
+    return cfg.seed * 10
+
+if __name__ == "__main__":
+    torch.set_num_threads(2)
+    torch.randn(512, 512) @ torch.randn(512, 512)  # the parent's OpenMP pool now exists
+    with open(sys.argv[-1].split("=", 1)[1] + "/parent.json", "w") as f:
+        json.dump(dict(pid=os.getpid()), f)
+    job()
+"""
+
+
+def test_jobs_run_in_forks_of_the_launching_process_without_deadlock(tmp_path: Path) -> None:
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "config.yaml").write_text(
+        "defaults:\n  - override hydra/launcher: fork\n  - _self_\nseed: 0\nout: .\n"
+        "hydra:\n  launcher:\n    n_jobs: 2\n    preload: [wave]\n  sweep:\n    dir: sweep\n"
+    )
+    (tmp_path / "app.py").write_text(APP)
+    proc = subprocess.run(
+        [sys.executable, "app.py", "-m", "seed=1,2,3,4", f"out={tmp_path}"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,  # a deadlocked fork would hang here
+        env=dict(os.environ, HYDRA_FULL_ERROR="1"),
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Forking 4 job(s), 2 at a time" in proc.stdout + proc.stderr
+    parent = json.loads((tmp_path / "parent.json").read_text())["pid"]
+    jobs = [json.loads((tmp_path / f"job{seed}.json").read_text()) for seed in (1, 2, 3, 4)]
+    assert all(j["finite"] and j["preloaded"] for j in jobs)  # `wave` only the launching process imported
+    assert all(j["ppid"] == parent and j["pid"] != parent for j in jobs)  # forks of the launching process
+    assert len({j["pid"] for j in jobs}) == 2  # two workers, each running two jobs in turn
+    assert {j["threads"] for j in jobs} == {max(1, (os.cpu_count() or 1) // 2)}  # cores shared out, as joblib does
+
+
+def test_forking_is_refused_while_another_thread_runs() -> None:
+    assert can_fork() is None or sys.platform == "darwin"
+    stop = threading.Event()
+    worker = threading.Thread(target=stop.wait)
+    worker.start()
+    try:
+        assert "thread" in (can_fork() or "")
+    finally:
+        stop.set()
+        worker.join()
