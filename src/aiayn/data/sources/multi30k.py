@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Iterator
-from dataclasses import asdict
 from pathlib import Path
 
-from aiayn.data.clean import CleanOptions, CorpusError, clean_parallel, iter_parallel, write_json
+from aiayn.data.clean import CleanOptions, CorpusError, clean_parallel, iter_parallel
 from aiayn.data.download import RetryPolicy
 from aiayn.data.sources.catalog import MULTI30K, TextPairSpec, TextSplit
-from aiayn.data.sources.remote import Fetcher, TestSetError
+from aiayn.data.sources.remote import Fetcher, TestSetError, open_source, write_stats
 
 
 def _split_files(fetcher: Fetcher, split: TextSplit, langs: tuple[str, str]) -> list[Path]:
@@ -80,31 +79,10 @@ def prepare_multi30k(
     pinned sha256. `spec` replaces the catalog entry (tests, private mirrors).
     """
     spec = spec or MULTI30K
-    src_lang, tgt_lang = src_lang or spec.langs[0], tgt_lang or spec.langs[1]
-    if {src_lang, tgt_lang} != set(spec.langs):
-        raise ValueError(
-            f"data.src_lang/data.tgt_lang = {src_lang}/{tgt_lang} do not match {spec.name} (languages {spec.langs})"
-        )
-    if max_train_pairs is not None and max_train_pairs < 1:
-        raise ValueError(f"data.max_train_pairs must be >= 1 or null, got {max_train_pairs}")
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    fetcher = Fetcher(spec, Path(cache_dir), mirror, progress, policy)
-    langs = (src_lang, tgt_lang)
-    valid = _split(fetcher, spec.valid, langs, out_dir, "valid", clean)
-    test = _split(fetcher, spec.test, langs, out_dir, "test", clean)
-    train = _split(fetcher, spec.train, langs, out_dir, "train", clean, max_train_pairs)
-    stats = {
-        "source": spec.name,
-        "src_lang": src_lang,
-        "tgt_lang": tgt_lang,
-        "test_set": spec.test.description,
-        "valid_set": spec.valid.description,
-        "clean": asdict(clean) | {"length_filters_apply_to": "train only"},
-        "train": train,
-        "valid": valid,
-        "test": test,
-        "archives": dict(fetcher.used),
-    }
-    write_json(out_dir / "stats.json", stats)
-    return stats
+    fetcher, langs = open_source(
+        spec, out_dir, cache_dir, mirror, progress, policy, src_lang, tgt_lang, max_train_pairs
+    )
+    valid = _split(fetcher, spec.valid, langs, Path(out_dir), "valid", clean)
+    test = _split(fetcher, spec.test, langs, Path(out_dir), "test", clean)
+    train = _split(fetcher, spec.train, langs, Path(out_dir), "train", clean, max_train_pairs)
+    return write_stats(Path(out_dir), fetcher, langs, clean, train=train, valid=valid, test=test)

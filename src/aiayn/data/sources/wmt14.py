@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from dataclasses import asdict
 from pathlib import Path
 
-from aiayn.data.clean import CleanOptions, clean_parallel, iter_parallel, write_json
+from aiayn.data.clean import CleanOptions, clean_parallel, iter_parallel
 from aiayn.data.download import RetryPolicy
 from aiayn.data.sgm import read_sgm_pair
 from aiayn.data.sources.catalog import EvalSet, PairSpec, wmt14_spec
-from aiayn.data.sources.remote import Fetcher, TestSetError
+from aiayn.data.sources.remote import Fetcher, TestSetError, open_source, write_stats
 
 
 def _eval_split(
@@ -63,16 +62,10 @@ def prepare_wmt14(
     lines). Direction defaults to English -> other. `spec` replaces the catalog entry (tests, private mirrors).
     """
     spec = spec or wmt14_spec(pair)
-    src_lang, tgt_lang = src_lang or spec.langs[0], tgt_lang or spec.langs[1]
-    if {src_lang, tgt_lang} != set(spec.langs):
-        raise ValueError(
-            f"data.src_lang/data.tgt_lang = {src_lang}/{tgt_lang} do not match {spec.name} (languages {spec.langs})"
-        )
-    if max_train_pairs is not None and max_train_pairs < 1:
-        raise ValueError(f"data.max_train_pairs must be >= 1 or null, got {max_train_pairs}")
+    fetcher, (src_lang, tgt_lang) = open_source(
+        spec, out_dir, cache_dir, mirror, progress, policy, src_lang, tgt_lang, max_train_pairs
+    )
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    fetcher = Fetcher(spec, Path(cache_dir), mirror, progress, policy)
     # The small evaluation sets first: a wrong test set fails before gigabytes of training data are read.
     valid = _eval_split(fetcher, spec.valid, src_lang, tgt_lang, out_dir, "valid", clean)
     test = _eval_split(fetcher, spec.test, src_lang, tgt_lang, out_dir, "test", clean)
@@ -85,17 +78,6 @@ def prepare_wmt14(
         train=True,
         max_pairs=max_train_pairs,
     )
-    stats = {
-        "source": spec.name,
-        "src_lang": src_lang,
-        "tgt_lang": tgt_lang,
-        "test_set": spec.test.description,
-        "valid_set": spec.valid.description,
-        "clean": asdict(clean) | {"length_filters_apply_to": "train only"},
-        "train": {**train, "corpora_read": read},
-        "valid": valid,
-        "test": test,
-        "archives": dict(fetcher.used),
-    }
-    write_json(out_dir / "stats.json", stats)
-    return stats
+    return write_stats(
+        out_dir, fetcher, (src_lang, tgt_lang), clean, train={**train, "corpora_read": read}, valid=valid, test=test
+    )
