@@ -10,11 +10,10 @@ from omegaconf import DictConfig
 
 from aiayn.config.cli import hydra_main
 from aiayn.config.resolve import prepare
+from aiayn.eval.stage import evaluate  # imported before the launcher forks a seed's job (hydra/launcher=parallel)
 
 
 def run(cfg: DictConfig) -> dict:
-    from aiayn.eval.stage import evaluate
-
     return evaluate(prepare(cfg))
 
 

@@ -11,11 +11,10 @@ from omegaconf import DictConfig
 
 from aiayn.config.cli import hydra_main
 from aiayn.config.resolve import prepare
+from aiayn.eval.tuning import tune_setting  # imported before the launcher forks a seed's job (hydra/launcher=parallel)
 
 
 def run(cfg: DictConfig) -> dict:
-    from aiayn.eval.tuning import tune_setting
-
     return tune_setting(prepare(cfg))
 
 

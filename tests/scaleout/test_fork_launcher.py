@@ -1,5 +1,5 @@
-"""hydra/launcher=parallel (hydra_plugins.aiayn_launcher): jobs forked from the launching process, which imported
-what they need once; no deadlock after the parent's own torch threads ran; joblib where forking is unsafe."""
+"""hydra/launcher=parallel (hydra_plugins.aiayn_launcher): jobs forked from the launching process, with its imports;
+no deadlock after the parent's own torch threads ran; joblib where forking is unsafe."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from hydra_plugins.aiayn_launcher.fork_launcher import can_fork
 APP = """
 import json, os, sys
 import hydra, torch
+import wave  # only the launching process imports it: a job that has it inherited the parent's modules
 
 @hydra.main(config_path="conf", config_name="config", version_base="1.3")
 def job(cfg):
@@ -24,7 +25,7 @@ def job(cfg):
     torch.set_num_threads(torch.get_num_threads())  # the job's own setting, as the launcher made it
     y = (x @ x).sum().item()
     record = dict(seed=cfg.seed, pid=os.getpid(), ppid=os.getppid(), threads=torch.get_num_threads(),
-                  preloaded="wave" in sys.modules, finite=y == y)
+                  inherited="wave" in sys.modules, finite=y == y)
     with open(f"{cfg.out}/job{cfg.seed}.json", "w") as f:
         json.dump(record, f)
     return cfg.seed * 10
@@ -42,7 +43,7 @@ def test_jobs_run_in_forks_of_the_launching_process_without_deadlock(tmp_path: P
     (tmp_path / "conf").mkdir()
     (tmp_path / "conf" / "config.yaml").write_text(
         "defaults:\n  - override hydra/launcher: fork\n  - _self_\nseed: 0\nout: .\n"
-        "hydra:\n  launcher:\n    n_jobs: 2\n    preload: [wave]\n  sweep:\n    dir: sweep\n"
+        "hydra:\n  launcher:\n    n_jobs: 2\n  sweep:\n    dir: sweep\n"
     )
     (tmp_path / "app.py").write_text(APP)
     proc = subprocess.run(
@@ -57,7 +58,7 @@ def test_jobs_run_in_forks_of_the_launching_process_without_deadlock(tmp_path: P
     assert "Forking 4 job(s), 2 at a time" in proc.stdout + proc.stderr
     parent = json.loads((tmp_path / "parent.json").read_text())["pid"]
     jobs = [json.loads((tmp_path / f"job{seed}.json").read_text()) for seed in (1, 2, 3, 4)]
-    assert all(j["finite"] and j["preloaded"] for j in jobs)  # `wave` only the launching process imported
+    assert all(j["finite"] and j["inherited"] for j in jobs)
     assert all(j["ppid"] == parent and j["pid"] != parent for j in jobs)  # forks of the launching process
     assert len({j["pid"] for j in jobs}) == 2  # two workers, each running two jobs in turn
     assert {j["threads"] for j in jobs} == {max(1, (os.cpu_count() or 1) // 2)}  # cores shared out, as joblib does

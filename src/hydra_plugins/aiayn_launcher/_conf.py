@@ -2,7 +2,7 @@
 leading underscore): a scan runs each plugin module it finds, and a second run of this one would make a second
 ForkLauncherConf class (a job's config holding the first would no longer pickle) and empty the inherited state."""
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
@@ -12,7 +12,6 @@ from hydra.core.config_store import ConfigStore
 class ForkLauncherConf:
     _target_: str = "hydra_plugins.aiayn_launcher.fork_launcher.ForkLauncher"
     n_jobs: int = 1  # jobs side by side; more jobs queue behind them
-    preload: list[str] = field(default_factory=list)  # modules imported once, before the jobs are forked
 
 
 ConfigStore.instance().store(group="hydra/launcher", name="fork", node=ForkLauncherConf, provider="aiayn")

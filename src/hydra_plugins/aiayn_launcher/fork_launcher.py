@@ -1,21 +1,20 @@
 """A Hydra launcher that runs a multirun's jobs side by side in processes forked from the launching one.
 
 Hydra's joblib launcher starts each worker as a fresh interpreter (loky), which then imports torch, Lightning and
-wandb again: on 2 CPU cores, three workers doing that at once cost seconds per stage. This launcher imports the
-modules named in `preload` once, in the launching process, before any thread pool exists, and then runs each job in
-a fork of it (the standard library's ProcessPoolExecutor with the "fork" start method; with more jobs than workers a
-worker runs several in turn, as joblib's workers do). Each worker's intra-op threads are
-`cpu_count // n_jobs` (at least 1), as joblib gives its workers.
+wandb again: on 2 CPU cores, three workers doing that at once cost seconds per stage. This launcher runs each job
+in a fork of the launching process, which has imported them once: the pipeline scripts import their stage's module
+at the top, before any thread pool exists. The workers are the standard library's ProcessPoolExecutor with the
+"fork" start method (with more jobs than workers a worker runs several in turn, as joblib's do), each with
+`cpu_count // n_jobs` intra-op threads (at least 1), as joblib gives its workers.
 
     python pipeline/train.py -m seed=1,2,3 hydra/launcher=parallel     # conf/hydra/launcher/parallel.yaml
 
-Where fork is not available (Windows, or macOS where it is unsafe), or `preload` already started threads in the
-launching process, it runs the jobs through the joblib launcher instead, and says so.
+Where fork is not available (Windows, or macOS where it is unsafe), or the launching process already runs threads,
+it runs the jobs through the joblib launcher instead, and says so.
 """
 
 from __future__ import annotations
 
-import importlib
 import logging
 import multiprocessing
 import os
@@ -69,8 +68,8 @@ def can_fork() -> str | None:
 
 
 class ForkLauncher(Launcher):
-    def __init__(self, n_jobs: int = 1, preload: Sequence[str] = ()) -> None:
-        self.n_jobs, self.preload = max(1, int(n_jobs)), list(preload)
+    def __init__(self, n_jobs: int = 1) -> None:
+        self.n_jobs = max(1, int(n_jobs))
         self.config: DictConfig | None = None
         self.task_function: TaskFunction | None = None
         self.hydra_context: HydraContext | None = None
@@ -84,8 +83,6 @@ class ForkLauncher(Launcher):
         configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         sweep_dir.mkdir(parents=True, exist_ok=True)
-        for name in self.preload:
-            importlib.import_module(name)
         why_not = can_fork()
         if why_not is not None:
             return self._joblib(job_overrides, initial_job_idx, why_not)
