@@ -7,10 +7,7 @@ import json
 import os
 import subprocess
 import sys
-import threading
 from pathlib import Path
-
-from hydra_plugins.aiayn_launcher.fork_launcher import can_fork
 
 # A Hydra app whose launching process runs torch on two intra-op threads (so the thread pool exists when it forks),
 # then four jobs, two at a time: each job runs torch again and records who ran it.
@@ -64,13 +61,24 @@ def test_jobs_run_in_forks_of_the_launching_process_without_deadlock(tmp_path: P
     assert {j["threads"] for j in jobs} == {max(1, (os.cpu_count() or 1) // 2)}  # cores shared out, as joblib does
 
 
+# In a fresh interpreter (a pytest worker runs threads of its own, e.g. from earlier tests' libraries): forking is
+# allowed with the main thread alone, and refused once another thread runs.
+REFUSAL = """
+import sys, threading
+from hydra_plugins.aiayn_launcher.fork_launcher import can_fork
+assert can_fork() is None or sys.platform == "darwin", can_fork()
+stop = threading.Event()
+worker = threading.Thread(target=stop.wait)
+worker.start()
+why = can_fork() or ""
+stop.set()
+worker.join()
+assert "thread" in why, why
+print("refused:", why)
+"""
+
+
 def test_forking_is_refused_while_another_thread_runs() -> None:
-    assert can_fork() is None or sys.platform == "darwin"
-    stop = threading.Event()
-    worker = threading.Thread(target=stop.wait)
-    worker.start()
-    try:
-        assert "thread" in (can_fork() or "")
-    finally:
-        stop.set()
-        worker.join()
+    proc = subprocess.run([sys.executable, "-c", REFUSAL], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "refused: 1 thread(s) already run" in proc.stdout
