@@ -33,7 +33,7 @@ plain per-projection Xavier for W_Q, W_K, W_V), `plain+model+loss` (aiayn's V-2 
 Finished runs are kept in the work folder (`--workdir`, default bench/.parity/<mode>-<steps>) and reused, so a
 killed or extended bench (more seeds, more systems) only trains what is missing. Prints each system's mean ± 95%
 interval and per-seed values, then every pipeline − reference difference with its Welch 95% interval (dev PPL as a
-ratio, from log PPL), and ends with the comparison of `pipeline` and `--against` (reference-fairseq):
+ratio, from log PPL; two pipeline systems also paired by seed, as they start from the same weights), and ends with the comparison of `pipeline` and `--against` (reference-fairseq):
 `RESULT parity_ppl_ratio_upper` (the interval's upper end), `parity_within_margin` (1 when it is <= 1.03: a
 pipeline worse by more than 3% per update is excluded), `parity_bleu_diff_low`, `parity_test_bleu_ratio`,
 `parity_ppl_ratio` and, last, `parity_bleu_ratio` (means' ratios).
@@ -470,6 +470,16 @@ def welch(a: list[float], b: list[float], level: float = 0.95) -> tuple[float, f
     return diff, diff - half, diff + half
 
 
+def paired(a: list[float], b: list[float], level: float = 0.95) -> tuple[float, float, float]:
+    """mean(a - b) over pairs and its paired t interval (the same seed on both sides)."""
+    from scipy import stats
+
+    d = [x - y for x, y in zip(a, b, strict=True)]
+    half = stats.t.ppf(0.5 + level / 2, len(d) - 1) * math.sqrt(stats.tvar(d) / len(d))
+    mean = sum(d) / len(d)
+    return mean, mean - half, mean + half
+
+
 def summarise(results: dict[str, dict[int, dict]], against: str) -> None:
     from aiayn.report.stats import mean_ci
 
@@ -513,6 +523,17 @@ def summarise(results: dict[str, dict[int, dict]], against: str) -> None:
             f"  {a} / {b}: dev PPL x{math.exp(d):.3f} [{math.exp(lo):.3f}, {math.exp(hi):.3f}]; "
             f"dev BLEU {db:+.2f} [{blo:+.2f}, {bhi:+.2f}]"
         )
+        # Two pipeline systems start from the same weights for a seed (the model is built right after seeding, and
+        # train.batch_order draws nothing from torch's generator), so their difference is also paired by seed.
+        common = sorted(set(results[a]) & set(results[b]))
+        if a.startswith("pipeline-") and b.startswith("pipeline-") and len(common) >= 2:
+            pa, pb = ([results[x][seed] for seed in common] for x in (a, b))
+            d, lo, hi = paired([math.log(r["dev_ppl"]) for r in pa], [math.log(r["dev_ppl"]) for r in pb])
+            db, blo, bhi = paired([r["dev_bleu"] for r in pa], [r["dev_bleu"] for r in pb])
+            print(
+                f"  {a} / {b}, paired by seed ({len(common)}): dev PPL x{math.exp(d):.3f} "
+                f"[{math.exp(lo):.3f}, {math.exp(hi):.3f}]; dev BLEU {db:+.2f} [{blo:+.2f}, {bhi:+.2f}]"
+            )
     if "pipeline" in results and against in results and len(results["pipeline"]) >= 2 <= len(results[against]):
         ours, ref = list(results["pipeline"].values()), list(results[against].values())
         d, lo, hi = welch([math.log(r["dev_ppl"]) for r in ours], [math.log(r["dev_ppl"]) for r in ref])
