@@ -94,7 +94,7 @@ class Checkpointer(Checkpoint):
 
     def _save(self, trainer: L.Trainer, due: set[str]) -> None:
         if LAST in due:
-            trainer.save_checkpoint(self.dir / LAST_CHECKPOINT)
+            trainer.save_checkpoint(self.dir / LAST_CHECKPOINT, weights_only=False)  # all of it, to resume from
             self._last_time = time.monotonic()
         if SNAPSHOT in due:
             trainer.save_checkpoint(
