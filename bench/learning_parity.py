@@ -33,7 +33,8 @@ plain per-projection Xavier for W_Q, W_K, W_V), `plain+model+loss` (aiayn's V-2 
 Finished runs are kept in the work folder (`--workdir`, default bench/.parity/<mode>-<steps>) and reused, so a
 killed or extended bench (more seeds, more systems) only trains what is missing. Prints each system's mean ± 95%
 interval and per-seed values, then every pipeline − reference difference with its Welch 95% interval (dev PPL as a
-ratio, from log PPL; two pipeline systems also paired by seed, as they start from the same weights), and ends with the comparison of `pipeline` and `--against` (reference-fairseq):
+ratio, from log PPL; two pipeline systems also paired by seed, as they start from the same weights), and ends with
+the comparison of `pipeline` and `--against` (reference-fairseq):
 `RESULT parity_ppl_ratio_upper` (the interval's upper end), `parity_within_margin` (1 when it is <= 1.03: a
 pipeline worse by more than 3% per update is excluded), `parity_bleu_diff_low`, `parity_test_bleu_ratio`,
 `parity_ppl_ratio` and, last, `parity_bleu_ratio` (means' ratios).
