@@ -172,6 +172,7 @@ def test_the_evaluate_stage_starts_without_lightning() -> None:
     assert out.stdout.strip() == "[]", out.stdout
 
 
+@pytest.mark.slow  # trains and evaluates once more, for the log's format
 def test_a_run_whose_output_goes_to_a_file_logs_plain_progress_lines(workspace: Path, tmp_path: Path) -> None:
     """As under dvc repro or SLURM: no progress bar, a line every log_every_steps (step / max, loss, lr, tokens/s,
     elapsed, ETA), and the evaluate stage's sentences done / total."""
