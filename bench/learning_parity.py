@@ -471,18 +471,8 @@ def welch(a: list[float], b: list[float], level: float = 0.95) -> tuple[float, f
     return diff, diff - half, diff + half
 
 
-def paired(a: list[float], b: list[float], level: float = 0.95) -> tuple[float, float, float]:
-    """mean(a - b) over pairs and its paired t interval (the same seed on both sides)."""
-    from scipy import stats
-
-    d = [x - y for x, y in zip(a, b, strict=True)]
-    half = stats.t.ppf(0.5 + level / 2, len(d) - 1) * math.sqrt(stats.tvar(d) / len(d))
-    mean = sum(d) / len(d)
-    return mean, mean - half, mean + half
-
-
 def summarise(results: dict[str, dict[int, dict]], against: str) -> None:
-    from aiayn.report.stats import mean_ci
+    from aiayn.report.stats import mean_ci, paired_test
 
     def fmt(ci, digits):
         if ci.mean is None:
@@ -526,15 +516,16 @@ def summarise(results: dict[str, dict[int, dict]], against: str) -> None:
         )
         # Two pipeline systems start from the same weights for a seed (the model is built right after seeding, and
         # train.batch_order draws nothing from torch's generator), so their difference is also paired by seed.
-        common = sorted(set(results[a]) & set(results[b]))
-        if a.startswith("pipeline-") and b.startswith("pipeline-") and len(common) >= 2:
-            pa, pb = ([results[x][seed] for seed in common] for x in (a, b))
-            d, lo, hi = paired([math.log(r["dev_ppl"]) for r in pa], [math.log(r["dev_ppl"]) for r in pb])
-            db, blo, bhi = paired([r["dev_bleu"] for r in pa], [r["dev_bleu"] for r in pb])
-            print(
-                f"  {a} / {b}, paired by seed ({len(common)}): dev PPL x{math.exp(d):.3f} "
-                f"[{math.exp(lo):.3f}, {math.exp(hi):.3f}]; dev BLEU {db:+.2f} [{blo:+.2f}, {bhi:+.2f}]"
-            )
+        if a.startswith("pipeline-") and b.startswith("pipeline-"):
+            log_ppl = {x: {seed: math.log(r["dev_ppl"]) for seed, r in results[x].items()} for x in (a, b)}
+            bleu_of = {x: {seed: r["dev_bleu"] for seed, r in results[x].items()} for x in (a, b)}
+            ppl, bleu = paired_test(log_ppl[a], log_ppl[b]), paired_test(bleu_of[a], bleu_of[b])
+            if ppl.low is not None and bleu.low is not None:
+                print(
+                    f"  {a} / {b}, paired by seed ({ppl.n}): dev PPL x{math.exp(ppl.mean_diff):.3f} "
+                    f"[{math.exp(ppl.low):.3f}, {math.exp(ppl.high):.3f}]; dev BLEU {bleu.mean_diff:+.2f} "
+                    f"[{bleu.low:+.2f}, {bleu.high:+.2f}]"
+                )
     if "pipeline" in results and against in results and len(results["pipeline"]) >= 2 <= len(results[against]):
         ours, ref = list(results["pipeline"].values()), list(results[against].values())
         d, lo, hi = welch([math.log(r["dev_ppl"]) for r in ours], [math.log(r["dev_ppl"]) for r in ref])
