@@ -107,6 +107,10 @@ def test_missing_row_file_is_refused() -> None:
         ("data.lexicon_scale=0", "data.lexicon_scale"),
         ("decode.strategy=sampling", "decode.strategy"),
         ("decode.precision=fp8", "decode.precision"),
+        ("decode.batch_tokens=0", "decode.batch_tokens"),
+        ("decode.bootstrap=-1", "decode.bootstrap"),
+        ("model.max_positions=0", "model.max_positions"),
+        ("model.qkv_init_gain=0", "model.qkv_init_gain"),
     ],
 )
 def test_values_that_cannot_run_are_refused_with_their_key(override: str, key: str) -> None:
@@ -130,3 +134,20 @@ def test_credential_overrides_are_refused_before_hydra_saves_them() -> None:
     for arg in ("+logger.api_key=abc123", "++wandb.token=x", "+aws.secret_access_key=y"):
         with pytest.raises(SystemExit, match="credential"):
             refuse_secret_overrides([arg])
+
+
+def test_the_model_refuses_what_its_marks_refuse_when_built_from_python() -> None:
+    """aiayn.marks.check_values is the one check of sets and ranges: the model runs it on a config built by hand."""
+    from aiayn.model.config import ModelConfig, check
+
+    for bad, message in (
+        ({"d_model": 7.5}, "model.d_model=7.5 must be an integer"),
+        ({"n_heads": 0}, "model.n_heads=0 must be >= 1"),
+        ({"dropout": 1.0}, r"model.dropout=1.0 must be in \[0, 1\)"),
+        ({"qkv_init_gain": 0.0}, "model.qkv_init_gain=0.0 must be > 0"),
+        ({"activation": "swish"}, "model.activation='swish' is not one of"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            check(ModelConfig(**bad))
+    with pytest.raises(ValueError, match="vocab_size=0 must be a positive integer"):
+        check(ModelConfig(), vocab_size=0)

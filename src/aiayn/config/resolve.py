@@ -14,8 +14,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from aiayn.config.schema import ROW_GROUPS, RowConfig
-from aiayn.marks import check_choices, relative_keys
+from aiayn.config.schema import ROW_GROUPS, DataConfig, DecodeConfig, RowConfig, TrainConfig
+from aiayn.marks import check_values, relative_keys
 from aiayn.model.config import ModelConfig
 from aiayn.model.config import check as check_model
 
@@ -78,44 +78,16 @@ def resolve_row(cfg: DictConfig) -> DictConfig:
     return out
 
 
-# Lower bounds of settings (inclusive), and what the bound value means where it means something.
-AT_LEAST: dict[str, tuple[float, str]] = {
-    **{
-        f"train.{k}": (1, "")
-        for k in ("max_steps", "batch_tokens", "max_tokens", "warmup_steps", "val_every_steps", "log_every_steps")
-    },
-    "train.grad_clip": (0, " (0: no clipping)"),
-    "train.length_bucket": (0, " (0: lengths as they are)"),
-    "train.loss_chunk_tokens": (0, " (0: the whole logits at once)"),
-    "train.snapshot_every_steps": (0, " (0: at the checkpoint cadence)"),
-    "train.keep_last": (0, " (null: the row's average_last)"),
-    "decode.beam_size": (1, ""),
-    "decode.compact_every": (1, " (null: by device)"),
-    **{f"data.{k}": (1, "") for k in ("train_size", "valid_size", "test_size", "vocab_size")},
-}
-UNIT_INTERVAL = ("train.label_smoothing", "train.adam_beta1", "train.adam_beta2")  # in [0, 1)
-POSITIVE = ("train.lr_factor", "train.adam_eps", "data.lexicon_scale")
-
-
 def validate(cfg: DictConfig) -> None:
-    """Refuse, before any work starts, a config whose values cannot run; the message names the key. The model's
-    values are the model's own check (aiayn.model.config); allowed values are checked by aiayn.marks."""
+    """Refuse, before any work starts, a config whose values cannot run; the message names the key. Sets and ranges
+    are the schemas' marks (aiayn.marks.check_values), the model's values the model's own check."""
     try:
         check_model(ModelConfig(**plain(cfg.model)), where="model.")
-        for group in ("train", "decode"):
-            check_choices(cfg[group], ROW_GROUPS[group], f"{group}.")
-        check_choices(cfg.row, RowConfig, f"{row_file(cfg.row.name)}: ")
+        for group, schema in (("train", TrainConfig), ("decode", DecodeConfig), ("data", DataConfig)):
+            check_values(cfg[group], schema, f"{group}.")
+        check_values(cfg.row, RowConfig, f"{row_file(cfg.row.name)}: ")
     except ValueError as err:
         raise ConfigError(f"{err} (row '{cfg.row.name}')") from None
-    for key, (bound, meaning) in AT_LEAST.items():
-        if (value := OmegaConf.select(cfg, key)) is not None and value < bound:
-            raise ConfigError(f"{key}={value} must be >= {bound}{meaning}")
-    for key in UNIT_INTERVAL:
-        if not 0.0 <= OmegaConf.select(cfg, key) < 1.0:
-            raise ConfigError(f"{key}={OmegaConf.select(cfg, key)} must be in [0, 1)")
-    for key in POSITIVE:
-        if not OmegaConf.select(cfg, key) > 0:
-            raise ConfigError(f"{key}={OmegaConf.select(cfg, key)} must be > 0")
     t, row = cfg.train, cfg.row
     if t.max_tokens > t.batch_tokens:
         raise ConfigError(f"train.max_tokens={t.max_tokens} exceeds train.batch_tokens={t.batch_tokens}")

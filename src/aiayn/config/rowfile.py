@@ -18,7 +18,7 @@ from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
 from aiayn.config.resolve import ConfigError
 from aiayn.config.schema import ROW_GROUPS, RowConfig
-from aiayn.marks import check_choices
+from aiayn.marks import check_values
 
 
 def valid_keys(schema: type = RowConfig, prefix: str = "") -> list[str]:
@@ -91,9 +91,9 @@ def read_row(path: Path | str) -> DictConfig:
             f"of row=<file> are written under runs/<name>/"
         )
     try:
-        check_choices(row, RowConfig, f"{path}: ")
+        check_values(row, RowConfig, f"{path}: ")
         for group, schema in ROW_GROUPS.items():
-            check_choices(row[group], schema, f"{path}: {group}.")
+            check_values(row[group], schema, f"{path}: {group}.")
     except ValueError as err:
         raise ConfigError(str(err)) from None
     return row

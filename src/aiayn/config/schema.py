@@ -16,7 +16,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
-from aiayn.marks import CHOICES, averaging, choice, observed, relative
+from aiayn.marks import CHOICES, averaging, choice, mark, observed, relative
 from aiayn.model.config import ModelConfig
 
 # A training run's numbers do not depend on this module (its defaults reach a run only as settings, which the
@@ -52,10 +52,10 @@ class DataConfig:
     tgt_lang: str = "de"
     # synthetic: generator seed and split sizes (pairs); also seeds holdout and subword sampling
     seed: int = 1234
-    train_size: int = 20000
-    valid_size: int = 1000
-    test_size: int = 1000
-    lexicon_scale: float = 1.0  # synthetic lexicon size; 1.0 is about 3000 lemmas
+    train_size: int = mark(20000, at_least=1)
+    valid_size: int = mark(1000, at_least=1)
+    test_size: int = mark(1000, at_least=1)
+    lexicon_scale: float = mark(1.0, positive=True)  # synthetic lexicon size; 1.0 is about 3000 lemmas
     max_words: int = 40  # synthetic: longest sentence (words, either side); the shortest is 4
     # local: a folder of parallel files {prefix}.{lang}
     path: Optional[str] = None
@@ -70,7 +70,7 @@ class DataConfig:
     max_train_pairs: Optional[int] = None
     clean: CleanConfig = field(default_factory=CleanConfig)
     # joint subword vocabulary (section 5.1: BPE, ~37000 for EN-DE; word-pieces, 32000 for EN-FR)
-    vocab_size: int = 37000
+    vocab_size: int = mark(37000, at_least=1)
     model_type: str = "bpe"
     bpe_sample: int = 2_000_000  # sentences sampled to train the subword model
     character_coverage: float = 1.0
@@ -85,36 +85,36 @@ class TrainConfig:
     # together
     # most tokens per micro-batch on one device; accumulation = ceil(batch_tokens / (max_tokens * devices)), then
     # micro-batches of batch_tokens / (devices * accumulation) (aiayn.train.fit.batching)
-    max_tokens: int = 4096
+    max_tokens: int = mark(4096, at_least=1)
     # 0 = off; K: sentence lengths rounded up to a multiple of K for batching and padding, so batches take few
     # distinct shapes (compiled and CUDA graphs reused; aiayn.data.batching). The same model and loss on other
     # batches, with more padding.
-    length_bucket: int = 0
+    length_bucket: int = mark(0, at_least=0, note=" (0: lengths as they are)")
     # Which length a training batch's sentences share (aiayn.data.batching): "longer" side first, or "source" first
     # as fairseq orders them (target lengths then vary within a batch). Departure: see
     # docs/departures.md#token-budget-with-padding
     batch_order: str = choice("longer", "source")
-    lr_factor: float = 1.0  # multiplies Eq. 3; 1.0 is the paper
+    lr_factor: float = mark(1.0, positive=True)  # multiplies Eq. 3; 1.0 is the paper
     warmup_steps: int = relative(4000)
-    adam_beta1: float = 0.9
-    adam_beta2: float = 0.98
-    adam_eps: float = 1e-9
-    label_smoothing: float = 0.1  # eps_ls, section 5.4
-    grad_clip: float = 0.0  # 0 = none, as in the paper
-    val_every_steps: int = observed(1000)
-    log_every_steps: int = observed(50)
+    adam_beta1: float = mark(0.9, unit=True)
+    adam_beta2: float = mark(0.98, unit=True)
+    adam_eps: float = mark(1e-9, positive=True)
+    label_smoothing: float = mark(0.1, unit=True)  # eps_ls, section 5.4
+    grad_clip: float = mark(0.0, at_least=0, note=" (0: no clipping)")  # as in the paper
+    val_every_steps: int = observed(1000, at_least=1)
+    log_every_steps: int = observed(50, at_least=1)
     ckpt_every_steps: int = averaging(0)  # 0 = off; a checkpoint every K steps
     ckpt_every_minutes: float = averaging(10.0)  # 0 = off; the paper's 10-minute interval (section 6.1)
     # Averaging snapshots every K steps when the resume checkpoint's cadence is coarser; 0: the same cadence.
     # With a step cadence, only the last keep_last are ever written.
-    snapshot_every_steps: int = averaging(0)
+    snapshot_every_steps: int = averaging(0, at_least=0, note=" (0: at the checkpoint cadence)")
     # Weights-only snapshots kept for averaging, written at the checkpoint cadence beside the full last.ckpt
     # that resumes; null: as many as the row averages (row.average_last; none when it averages nothing).
-    keep_last: Optional[int] = averaging(None)
+    keep_last: Optional[int] = averaging(None, at_least=0, note=" (null: the row's average_last)")
     compile: bool = observed(False)  # torch.compile the model (GPU runs): the same function, faster
     # 0 = off; K: the output projection and the loss K target tokens at a time, the whole (N, V) logits never in
     # memory (aiayn.train.chunked_loss): the same function within float rounding, for large vocabularies and batches
-    loss_chunk_tokens: int = observed(0)
+    loss_chunk_tokens: int = observed(0, at_least=0, note=" (0: the whole logits at once)")
     fused_adam: bool = observed(True)  # torch's fused Adam kernel where the device supports it (CUDA and CPU)
     num_workers: int = observed(0)
     resume: bool = observed(True)  # continue from checkpoints/last.ckpt when its config matches
@@ -137,17 +137,19 @@ class DecodeConfig:
     """Section 6.1: beam 4, length penalty alpha 0.6, max output length = input length + 50."""
 
     strategy: str = choice("beam", "greedy")
-    beam_size: int = 4
-    length_penalty: float = 0.6
-    max_len_b: int = 50
-    batch_tokens: int = observed(4096)  # per decoding batch
+    beam_size: int = mark(4, at_least=1)
+    length_penalty: float = mark(0.6, at_least=0)
+    max_len_b: int = mark(50, at_least=0)
+    batch_tokens: int = observed(4096, at_least=1)  # per decoding batch
     # Sentences that stopped leave the batch every compact_every steps, the only steps where the host waits for
     # the device (aiayn.decode.beam). null: by device (aiayn.decode.translate.default_compact_every).
-    compact_every: Optional[int] = observed(None)
+    compact_every: Optional[int] = observed(None, at_least=1, note=" (null: by device)")
     # Arithmetic of decoding and dev perplexity: "32-true", "bf16-mixed" or "16-mixed" (autocast), as Lightning
     # names them. null: the run's trainer.precision, so a run trained in bf16 on a GPU is decoded in bf16.
     precision: Optional[str] = choice(None, "32-true", "bf16-mixed", "16-mixed")
-    bootstrap: int = 1000  # sacreBLEU bootstrap resamples for the test-set CI
+    bootstrap: int = mark(
+        1000, at_least=0, note=" (0: no interval)"
+    )  # sacreBLEU bootstrap resamples for the test-set CI
     samples: int = observed(20)  # sample translations logged to wandb
 
 

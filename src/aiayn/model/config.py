@@ -8,14 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aiayn.marks import check_choices, choice, relative
+from aiayn.marks import check_values, choice, mark, relative
 
 # A training run's numbers do not depend on this module (the model's defaults and their check: a run gets them as
 # settings, which the fingerprint holds): aiayn.runspec leaves it out of the run's fingerprint, so editing it does
 # not retrain.
 CANNOT_CHANGE_RESULTS = True
-
-SIZES = ("n_layers", "d_model", "d_ff", "n_heads", "d_k", "d_v", "max_positions")
 
 
 @dataclass
@@ -31,9 +29,9 @@ class ModelConfig:
     n_heads: int = relative(8)  # h
     d_k: int = relative(64)
     d_v: int = relative(64)
-    dropout: float = 0.1  # P_drop: residual and embedding dropout, section 5.4
+    dropout: float = mark(0.1, unit=True)  # P_drop: residual and embedding dropout, section 5.4
     # Dropout on the attention weights; the paper has none (section 5.4), tensor2tensor and fairseq expose it.
-    attention_dropout: float = 0.0
+    attention_dropout: float = mark(0.0, unit=True)
     # post: LayerNorm(x + Sublayer(x)) (section 3.1); pre: x + Sublayer(LayerNorm(x)) and a final LayerNorm after
     # each stack (Wang et al. 2019, "Learning Deep Transformer Models for Machine Translation").
     norm_position: str = choice("post", "pre")
@@ -45,30 +43,25 @@ class ModelConfig:
     # sinusoidal (section 3.5) | learned (Table 3 row E) | none | rotary (Su et al. 2021: queries and keys of
     # self-attention rotated by position, nothing added to the embeddings)
     pos_encoding: str = choice("sinusoidal", "learned", "none", "rotary")
-    max_positions: int = 1024  # table size of learned positions; sinusoids and rotations are computed to this length
+    max_positions: int = mark(
+        1024, at_least=1
+    )  # table size of learned positions; sinusoids and rotations are computed to this length
     # Xavier gain of W_Q, W_K, W_V (the paper gives no init). Departure: see docs/departures.md#initialisation
-    qkv_init_gain: float = 0.7071067811865476  # 1/sqrt(2), as nn.MultiheadAttention and fairseq
+    qkv_init_gain: float = mark(0.7071067811865476, positive=True)  # 1/sqrt(2), as nn.MultiheadAttention and fairseq
 
 
 def check(cfg: ModelConfig, vocab_size: int | None = None, pad_id: int | None = None, where: str = "model.") -> None:
-    """Refuse values the model cannot be built with, naming the key (`where` + name): sizes that are not positive
-    ints, dropouts outside [0, 1), a value outside its set, an odd d_model for sinusoids or an odd d_k for rotary
-    positions (they pair dimensions), a non-positive init gain, a padding id outside the vocabulary."""
-    sizes = {k: getattr(cfg, k) for k in SIZES} | ({} if vocab_size is None else {"vocab_size": vocab_size})
-    for name, value in sizes.items():
-        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-            raise ValueError(f"{where}{name}={value!r} must be a positive integer")
-    for name in ("dropout", "attention_dropout"):
-        if not 0.0 <= getattr(cfg, name) < 1.0:
-            raise ValueError(f"{where}{name}={getattr(cfg, name)!r} must be in [0, 1)")
-    check_choices(cfg, ModelConfig, where)
+    """Refuse values the model cannot be built with, naming the key (`where` + name): a value outside its set or
+    range (aiayn.marks), an odd d_model for sinusoids or an odd d_k for rotary positions (they pair dimensions), a
+    vocabulary that is not a positive integer, a padding id outside it."""
+    check_values(cfg, ModelConfig, where)
     if cfg.pos_encoding == "sinusoidal" and cfg.d_model % 2:
         raise ValueError(f"{where}d_model={cfg.d_model} must be even for sinusoidal positions")
     if cfg.pos_encoding == "rotary" and cfg.d_k % 2:
         raise ValueError(
             f"{where}d_k={cfg.d_k} must be even for rotary positions, which rotate pairs of query/key dimensions"
         )
-    if not cfg.qkv_init_gain > 0.0:
-        raise ValueError(f"{where}qkv_init_gain={cfg.qkv_init_gain!r} must be positive")
+    if vocab_size is not None and (isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < 1):
+        raise ValueError(f"vocab_size={vocab_size!r} must be a positive integer")
     if pad_id is not None and vocab_size is not None and not 0 <= pad_id < vocab_size:
         raise ValueError(f"pad_id={pad_id} is outside the vocabulary [0, {vocab_size})")
