@@ -56,9 +56,9 @@ def _averaging() -> tuple[str, ...]:
     """Train settings of how a run is checkpointed (schema `averaging`): they change which weights a row that
     averages checkpoints averages, and no other row's numbers."""
     from aiayn.config.schema import TrainConfig
-    from aiayn.marks import averaging_keys
+    from aiayn.marks import marked
 
-    return averaging_keys(TrainConfig)
+    return tuple(marked(TrainConfig, "averaging"))
 
 
 def _is_averaging(key: str) -> bool:
@@ -196,9 +196,9 @@ class RunSpec:
 # is observed (schema `observed`), which change no number.
 def _resumable_across() -> set[str]:
     from aiayn.config.schema import TrainConfig
-    from aiayn.marks import observed_keys
+    from aiayn.marks import marked
 
-    return {*observed_keys(TrainConfig), "max_steps"}
+    return {*marked(TrainConfig, "observed"), "max_steps"}
 
 
 def fingerprint(cfg, bpe_dir: Path) -> dict[str, Any]:

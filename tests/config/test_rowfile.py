@@ -16,7 +16,7 @@ import pytest
 from aiayn.config.composition import CONF_DIR, compose
 from aiayn.config.resolve import ConfigError, prepare
 from aiayn.config.schema import ROW_GROUPS
-from aiayn.marks import choices, relative_keys
+from aiayn.marks import marked
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -63,10 +63,10 @@ def patch_value(group: str, key: str, scale_value, paper_value):
     halved (or set from zero), booleans flipped."""
     schema = ROW_GROUPS[group]
     kind = typing.get_type_hints(schema)[key]
-    if key in relative_keys(schema):
+    if key in marked(schema, "relative"):
         return paper_value // 2, max(1, round(scale_value / 2))
-    if key in choices(schema):
-        other = next(c for c in choices(schema)[key] if c != scale_value)
+    if key in marked(schema, "choices"):
+        other = next(c for c in marked(schema, "choices")[key] if c != scale_value)
         return other, other
     if kind is bool:
         return not scale_value, not scale_value

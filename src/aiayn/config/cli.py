@@ -14,6 +14,7 @@ from aiayn.config.composition import CONF_DIR, register_configs, with_variant
 from aiayn.config.params import Params
 from aiayn.config.resolve import ConfigError
 from aiayn.config.rowfile import check_row_overrides
+from aiayn.config.variant import override_key
 from aiayn.io import DiskFullError
 from aiayn.tracking import SECRET_KEY
 
@@ -23,8 +24,7 @@ OVERRIDES_FROM = "overrides_from="
 
 def refuse_secret_overrides(argv: list[str]) -> None:
     """Stop before Hydra saves the command line (.hydra/overrides.yaml) if it carries a credential-like key."""
-    for arg in argv:
-        key = arg.split("=", 1)[0].lstrip("+~") if "=" in arg else ""
+    for key in map(override_key, argv):
         if key and SECRET_KEY.search(key.rsplit(".", 1)[-1]):
             sys.exit(
                 f"error: override {key}=... looks like a credential; pass credentials through the environment "
@@ -34,7 +34,7 @@ def refuse_secret_overrides(argv: list[str]) -> None:
 
 def _override(argv: list[str], key: str) -> str | None:
     """The value of `key=...` on a Hydra command line (with or without +/~), or None."""
-    values = [arg.split("=", 1)[1] for arg in argv if "=" in arg and arg.split("=", 1)[0].lstrip("+~") == key]
+    values = [arg.split("=", 1)[1] for arg in argv if override_key(arg) == key]
     return values[-1] if values else None
 
 

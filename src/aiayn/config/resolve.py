@@ -15,7 +15,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from aiayn.config.schema import ROW_GROUPS, DataConfig, DecodeConfig, RowConfig, TrainConfig
-from aiayn.marks import check_values, relative_keys
+from aiayn.marks import check_values, marked
 from aiayn.model.config import ModelConfig
 from aiayn.model.config import check as check_model
 
@@ -65,7 +65,7 @@ def resolve_row(cfg: DictConfig) -> DictConfig:
     out = copy.deepcopy(cfg)
     row, scale = cfg.row, cfg.scale.name
     for group, schema in ROW_GROUPS.items():
-        relative = relative_keys(schema)
+        relative = marked(schema, "relative")
         for key, value in row[group].items():
             if value is not None:  # values are checked once, on the result (validate)
                 out[group][key] = (

@@ -18,6 +18,7 @@ from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
 from aiayn.config.resolve import ConfigError
 from aiayn.config.schema import ROW_GROUPS, RowConfig
+from aiayn.config.variant import override_key
 from aiayn.marks import check_values
 
 
@@ -101,12 +102,8 @@ def read_row(path: Path | str) -> DictConfig:
 
 def rows_in_overrides(overrides: Iterable[str]) -> list[str]:
     """The row names a Hydra command line selects (`row=A1` or a sweep `row=A1,B2`), in order."""
-    names: list[str] = []
-    for arg in overrides:
-        key, sep, value = arg.partition("=")
-        if sep and key.lstrip("+~") == "row":
-            names += [v.strip() for v in value.split(",") if v.strip()]
-    return names
+    values = [arg.split("=", 1)[1] for arg in overrides if override_key(arg) == "row"]
+    return [v.strip() for value in values for v in value.split(",") if v.strip()]
 
 
 def check_row_overrides(overrides: Iterable[str], conf_dir: Path) -> None:

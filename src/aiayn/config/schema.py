@@ -16,7 +16,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
-from aiayn.marks import CHOICES, averaging, choice, mark, observed, relative
+from aiayn.marks import averaging, choice, mark, observed, relative
 from aiayn.model.config import ModelConfig
 
 # A training run's numbers do not depend on this module (its defaults reach a run only as settings, which the
@@ -204,7 +204,7 @@ class RowConfig:
     description: str = "base model"
     # Which tables show the row. table2: evaluate also decodes the test set (newstest2014); Table 3 rows are
     # compared on the dev set only (newstest2013), as in the paper.
-    tables: List[str] = field(default_factory=lambda: ["table3"], metadata={CHOICES: TABLES})
+    tables: List[str] = field(default_factory=lambda: ["table3"], metadata={"choices": TABLES})
     paper: PaperRef = field(default_factory=PaperRef)
     # Checkpoints averaged for Table 2's test evaluation (section 6.1: base 5, big 20); 0 = the last checkpoint.
     # Table 3 evaluates every row on its last checkpoint (section 6.2).

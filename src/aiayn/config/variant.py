@@ -10,44 +10,34 @@ of a variant.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import Any
 
 from omegaconf import DictConfig
 
 from aiayn.config.schema import ROW_GROUPS
-from aiayn.marks import observed_keys
+from aiayn.marks import marked
 
 # What a run *is* rather than how it differs from its row: the pipeline's choices (which corpus, scale, hardware
-# and row), where and how it logs and runs, and its seed. Overrides of these never make a variant.
-IDENTITY_GROUPS = ("data", "scale", "trainer", "row", "logger")
-IDENTITY_PREFIXES = (
-    "data.",
-    "scale.",
-    "trainer.",
-    "logger.",
-    "paths.",
-    "aggregate.",
-    "hydra.",
-    "hydra/",
-    "seed",
-    "variant",
-)
+# and row), where and how it logs and runs, and its seed. Overrides of these (and of their keys) never make a variant.
+IDENTITY = ("data", "scale", "trainer", "row", "logger", "paths", "aggregate", "hydra", "seed", "variant")
 
 
-def _key(override: str) -> str:
-    return override.split("=", 1)[0].lstrip("+~")
+def override_key(arg: str) -> str:
+    """The key of a Hydra override: `+train.lr_factor=2` -> `train.lr_factor`, `hydra/launcher=basic` ->
+    `hydra/launcher` ("" for an argument that is not an override)."""
+    return arg.split("=", 1)[0].lstrip("+~") if "=" in arg else ""
 
 
 def is_identity(override: str) -> bool:
     """Whether a Hydra override chooses what the run is (row=A1, scale=tiny, seed=2) rather than a variant of it."""
-    key = _key(override)
-    return "=" not in override or key in IDENTITY_GROUPS or key.startswith(IDENTITY_PREFIXES)
+    return "=" not in override or re.split(r"[./]", override_key(override))[0] in IDENTITY
 
 
 def identity_overrides(overrides: Iterable[str]) -> list[str]:
     """The overrides that make the reference composition: the identity ones, without Hydra's own."""
-    return [o for o in overrides if is_identity(o) and not _key(o).startswith(("hydra", "variant"))]
+    return [o for o in overrides if is_identity(o) and not override_key(o).startswith(("hydra", "variant"))]
 
 
 def differences(cfg: DictConfig, reference: DictConfig) -> dict[str, Any]:
@@ -57,7 +47,7 @@ def differences(cfg: DictConfig, reference: DictConfig) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for prefix, node, ref in (("", cfg, reference), ("row.", cfg.row, reference.row)):
         for group, schema in ROW_GROUPS.items():
-            skip = observed_keys(schema)
+            skip = marked(schema, "observed")
             for key in node[group]:
                 if key not in skip and node[group][key] != ref[group][key]:
                     out[f"{prefix}{group}.{key}"] = node[group][key]
