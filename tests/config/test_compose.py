@@ -111,6 +111,8 @@ def test_missing_row_file_is_refused() -> None:
         ("decode.bootstrap=-1", "decode.bootstrap"),
         ("model.max_positions=0", "model.max_positions"),
         ("model.qkv_init_gain=0", "model.qkv_init_gain"),
+        ("data.name=wmt16", "data.name"),
+        ("logger.mode=sometimes", "logger.mode"),
     ],
 )
 def test_values_that_cannot_run_are_refused_with_their_key(override: str, key: str) -> None:

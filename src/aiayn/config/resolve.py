@@ -14,7 +14,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from aiayn.config.schema import ROW_GROUPS, DataConfig, DecodeConfig, RowConfig, TrainConfig
+from aiayn.config.schema import ROW_GROUPS, DataConfig, DecodeConfig, LoggerConfig, RowConfig, TrainConfig
 from aiayn.marks import check_values, marked
 from aiayn.model.config import ModelConfig
 from aiayn.model.config import check as check_model
@@ -83,7 +83,12 @@ def validate(cfg: DictConfig) -> None:
     are the schemas' marks (aiayn.marks.check_values), the model's values the model's own check."""
     try:
         check_model(ModelConfig(**plain(cfg.model)), where="model.")
-        for group, schema in (("train", TrainConfig), ("decode", DecodeConfig), ("data", DataConfig)):
+        for group, schema in (
+            ("train", TrainConfig),
+            ("decode", DecodeConfig),
+            ("data", DataConfig),
+            ("logger", LoggerConfig),
+        ):
             check_values(cfg[group], schema, f"{group}.")
         check_values(cfg.row, RowConfig, f"{row_file(cfg.row.name)}: ")
     except ValueError as err:

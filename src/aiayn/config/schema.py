@@ -47,7 +47,7 @@ class DownloadConfig:
 
 @dataclass
 class DataConfig:
-    name: str = "synthetic"  # synthetic | local | multi30k | wmt14_en_de | wmt14_en_fr
+    name: str = choice("synthetic", "local", "multi30k", "wmt14_en_de", "wmt14_en_fr")
     src_lang: str = "en"
     tgt_lang: str = "de"
     # synthetic: generator seed and split sizes (pairs); also seeds holdout and subword sampling
@@ -71,7 +71,7 @@ class DataConfig:
     clean: CleanConfig = field(default_factory=CleanConfig)
     # joint subword vocabulary (section 5.1: BPE, ~37000 for EN-DE; word-pieces, 32000 for EN-FR)
     vocab_size: int = mark(37000, at_least=1)
-    model_type: str = "bpe"
+    model_type: str = choice("bpe", "unigram", "char", "word")  # sentencepiece's
     bpe_sample: int = 2_000_000  # sentences sampled to train the subword model
     character_coverage: float = 1.0
 
@@ -155,10 +155,10 @@ class DecodeConfig:
 
 @dataclass
 class LoggerConfig:
-    backend: str = "wandb"  # wandb | none
+    backend: str = choice("wandb", "none")
     project: str = "aiayn"
     entity: Optional[str] = None
-    mode: str = "auto"  # auto (online when logged in, else offline) | online | offline | disabled
+    mode: str = choice("auto", "online", "offline", "disabled")  # auto: online when logged in, else offline
     dir: str = "."  # wandb writes <dir>/wandb/
     tags: List[str] = field(default_factory=list)
     init_timeout: float = 60.0  # seconds wandb may take to reach its server before the run goes on without it
