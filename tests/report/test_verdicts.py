@@ -189,10 +189,7 @@ TABLES = 2000
 BOUND = 0.05 + 3 * math.sqrt(0.05 * 0.95 / TABLES)
 
 
-# 0.71 runs in the fast tier, the other two spreads in the slow one (each simulation takes 1-2 minutes on a CPU core).
-@pytest.mark.parametrize(
-    "sd", [pytest.param(0.35, marks=pytest.mark.slow), 0.71, pytest.param(1.41, marks=pytest.mark.slow)]
-)
+@pytest.mark.parametrize("sd", [0.35, 0.71, 1.41])
 def test_the_design_keeps_its_family_wise_promise_with_no_true_difference(sd):
     """19 rows with no true difference: the share of tables with any false verdict (a sign claimed, a difference
     beyond the margin claimed) stays within alpha plus the simulation error. Reading the pilot's verdicts as well
