@@ -112,7 +112,7 @@ def test_missing_row_file_is_refused() -> None:
         ("model.max_positions=0", "model.max_positions"),
         ("model.qkv_init_gain=0", "model.qkv_init_gain"),
         ("data.name=wmt16", "data.name"),
-        ("logger.mode=sometimes", "logger.mode"),
+        ("logger.backend=tensorboard", "logger.backend"),
     ],
 )
 def test_values_that_cannot_run_are_refused_with_their_key(override: str, key: str) -> None:
@@ -153,3 +153,13 @@ def test_the_model_refuses_what_its_marks_refuse_when_built_from_python() -> Non
             check(ModelConfig(**bad))
     with pytest.raises(ValueError, match="vocab_size=0 must be a positive integer"):
         check(ModelConfig(), vocab_size=0)
+
+
+def test_which_overrides_name_a_variant() -> None:
+    """The row, scale, data, hardware, logging, paths and seed say what a run is; a key of a row's own metadata
+    (row.average_last) or of model, train or decode makes a variant of it."""
+    from aiayn.config.variant import is_identity
+
+    identity = ["row=A1", "seed=2", "scale=tiny", "data.max_words=8", "hydra/launcher=basic", "+logger.tags=[x]"]
+    assert all(is_identity(o) for o in identity)
+    assert not any(is_identity(o) for o in ["row.average_last=0", "train.lr_factor=2", "+model.dropout=0.2"])

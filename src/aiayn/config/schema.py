@@ -158,7 +158,9 @@ class LoggerConfig:
     backend: str = choice("wandb", "none")
     project: str = "aiayn"
     entity: Optional[str] = None
-    mode: str = choice("auto", "online", "offline", "disabled")  # auto: online when logged in, else offline
+    # auto (online when logged in, else offline) | online | offline | disabled; not a choice: a misconfigured wandb
+    # is skipped with a warning, never stops a run (aiayn.tracking)
+    mode: str = "auto"
     dir: str = "."  # wandb writes <dir>/wandb/
     tags: List[str] = field(default_factory=list)
     init_timeout: float = 60.0  # seconds wandb may take to reach its server before the run goes on without it

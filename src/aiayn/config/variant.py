@@ -20,8 +20,9 @@ from aiayn.config.schema import ROW_GROUPS
 from aiayn.marks import marked
 
 # What a run *is* rather than how it differs from its row: the pipeline's choices (which corpus, scale, hardware
-# and row), where and how it logs and runs, and its seed. Overrides of these (and of their keys) never make a variant.
-IDENTITY = ("data", "scale", "trainer", "row", "logger", "paths", "aggregate", "hydra", "seed", "variant")
+# and row: `row=A1`), where and how it logs and runs, and its seed. Overrides of these groups and their keys never
+# make a variant; a key of the row (`row.average_last=0`) does.
+IDENTITY = ("data", "scale", "trainer", "logger", "paths", "aggregate", "hydra", "seed", "variant")
 
 
 def override_key(arg: str) -> str:
@@ -32,7 +33,8 @@ def override_key(arg: str) -> str:
 
 def is_identity(override: str) -> bool:
     """Whether a Hydra override chooses what the run is (row=A1, scale=tiny, seed=2) rather than a variant of it."""
-    return "=" not in override or re.split(r"[./]", override_key(override))[0] in IDENTITY
+    key = override_key(override)
+    return "=" not in override or key == "row" or re.split(r"[./]", key)[0] in IDENTITY
 
 
 def identity_overrides(overrides: Iterable[str]) -> list[str]:
