@@ -11,6 +11,8 @@ Standard library only: the model's own config (aiayn.model.config) uses them, an
 from __future__ import annotations
 
 import dataclasses
+import functools
+import typing
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -73,9 +75,21 @@ def _out_of_range(value: Any, bound: Any, integer: bool) -> str | None:
     return None if value >= bound[0] else f"must be >= {bound[0]}{bound[1]}"
 
 
+@functools.cache
+def _integer_fields(schema: type) -> frozenset[str]:
+    """The fields of `schema` declared as integers (`int`, `int | None`, `list[int]`), from the type hints."""
+
+    def integer(hint: Any) -> bool:
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        return hint is int or (bool(args) and all(integer(a) for a in args))
+
+    return frozenset(name for name, hint in typing.get_type_hints(schema).items() if integer(hint))
+
+
 def check_values(values: Mapping[str, Any] | Any, schema: type, where: str = "") -> None:
     """Refuse a value outside its field's set (each item of a list field) or range, naming `where` and the key. None
     is left alone (a row's unset key, a null for "as the scale has it")."""
+    integers = _integer_fields(schema)
     for f in dataclasses.fields(schema):
         allowed, bound = f.metadata.get("choices"), f.metadata.get("range")
         if allowed or bound:
@@ -83,5 +97,5 @@ def check_values(values: Mapping[str, Any] | Any, schema: type, where: str = "")
             for item in value if isinstance(value, Sequence) and not isinstance(value, str) else [value]:
                 if item is not None and allowed and item not in allowed:
                     raise ValueError(f"{where}{f.name}={item!r} is not one of {allowed}")
-                if item is not None and bound and (why := _out_of_range(item, bound, type(f.default) is int)):
+                if item is not None and bound and (why := _out_of_range(item, bound, f.name in integers)):
                     raise ValueError(f"{where}{f.name}={item!r} {why}")

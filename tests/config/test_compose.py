@@ -155,6 +155,27 @@ def test_the_model_refuses_what_its_marks_refuse_when_built_from_python() -> Non
         check(ModelConfig(), vocab_size=0)
 
 
+def test_integer_fields_are_read_from_their_type_not_their_default() -> None:
+    """A field typed `Optional[int]` with a None default (train.keep_last, decode.compact_every) refuses a float
+    too, and a float field whose default is written as an int does not demand an integer."""
+    import dataclasses
+
+    from aiayn.config.schema import DecodeConfig, TrainConfig
+    from aiayn.marks import check_values, mark
+
+    for schema, key in ((TrainConfig, "keep_last"), (DecodeConfig, "compact_every")):
+        values = dataclasses.asdict(schema())
+        check_values({**values, key: 3}, schema)
+        with pytest.raises(ValueError, match=f"{key}=2.5 must be an integer"):
+            check_values({**values, key: 2.5}, schema, where="x.")
+
+    @dataclasses.dataclass
+    class Rate:
+        value: float = mark(1, positive=True)
+
+    check_values({"value": 0.5}, Rate)
+
+
 def test_which_overrides_name_a_variant() -> None:
     """The row, scale, data, hardware, logging, paths and seed say what a run is; a key of a row's own metadata
     (row.average_last) or of model, train or decode makes a variant of it."""
