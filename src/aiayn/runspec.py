@@ -24,6 +24,10 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
+# Names, paths and hashes, never a number a table reads (a setting it counts or stops counting changes the
+# fingerprint's content by itself): an edit here does not retrain (code_digest leaves marked modules out).
+CANNOT_CHANGE_RESULTS = True
+
 # The files of a run, declared once. The train stage's folder:
 CONFIG = "config.yaml"  # the resolved config, written first (a crashed run still says what it was)
 TRAIN_SUMMARY = "train.json"  # written last, when the run finished
