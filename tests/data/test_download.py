@@ -13,14 +13,13 @@ from pathlib import Path
 import pytest
 
 import aiayn.data.download as dl
+from aiayn.data.archive import ArchiveError, extract
 from aiayn.data.download import (
-    ArchiveError,
     ChecksumError,
     DownloadError,
     RetryPolicy,
     UnverifiedWarning,
     download,
-    extract,
     fetch,
 )
 

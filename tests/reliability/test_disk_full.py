@@ -103,7 +103,7 @@ def test_extraction_to_a_full_disk_names_the_member_and_what_it_needs(small_disk
     import io
     import tarfile
 
-    from aiayn.data.download import extract
+    from aiayn.data.archive import extract
 
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:

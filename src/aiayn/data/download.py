@@ -1,4 +1,4 @@
-"""Robust downloads (resume, retry, checksum, cache, mirrors) and streamed, safe archive extraction.
+"""Robust downloads: resume, retry, checksum, cache, mirrors (archives are unpacked by aiayn.data.archive).
 
 Made for slow servers that drop connections (the statmt EN-FR archives: 2.4-2.6 GB at ~150 kB/s, five hours
 each): a dropped TLS stream, a reset or a stall (no byte for `stall_s`) ends one attempt, and the next resumes from
@@ -9,30 +9,26 @@ archive is remembered (size, mtime, digest in `<cache>/.verified/`) and not hash
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import http.client
 import json
 import logging
 import os
 import random
-import shutil
 import ssl
 import sys
-import tarfile
 import time
 import urllib.error
 import urllib.request
 import warnings
-import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from tqdm import tqdm
 
 from aiayn.config.schema import DownloadConfig
-from aiayn.io import DiskFullError, atomic_path, atomic_write_json, is_disk_full
+from aiayn.io import DiskFullError, atomic_write_json, is_disk_full
 from aiayn.progress import Progress, on_terminal
 
 log = logging.getLogger(__name__)
@@ -48,10 +44,6 @@ class DownloadError(RuntimeError):
 
 class ChecksumError(RuntimeError):
     """A file's checksum differs from the recorded one."""
-
-
-class ArchiveError(RuntimeError):
-    """An archive is truncated, corrupt, unsafe or lacks a member."""
 
 
 class UnverifiedWarning(UserWarning):
@@ -96,7 +88,7 @@ class RetryPolicy:
         return min(self.backoff_max_s, self.backoff_s * 2 ** max(failures - 1, 0)) * random.uniform(0.5, 1.0)
 
 
-def _bar(total: int | None, desc: str, progress: bool, initial: int = 0) -> tqdm:
+def byte_bar(total: int | None, desc: str, progress: bool, initial: int = 0) -> tqdm:
     """A byte progress bar, shown only when asked for and stderr is a terminal."""
     return tqdm(
         total=total,
@@ -271,7 +263,7 @@ def _fetch_into(url: str, part: Path, progress: bool, chunk_size: int, timeout: 
         received = offset
         lines = Progress(f"download {part.name.removesuffix('.part')}", total and total // 2**20, "MiB", every_s=60)
         lines.done = offset // 2**20
-        with open(part, "ab" if offset else "wb") as f, _bar(total, part.name, progress, offset) as bar:
+        with open(part, "ab" if offset else "wb") as f, byte_bar(total, part.name, progress, offset) as bar:
             while chunk := response.read(chunk_size):
                 try:
                     f.write(chunk)
@@ -339,101 +331,3 @@ def fetch(
     return download(
         source, dest, expected_sha256, progress, policy, expected_md5=expected_md5, stamps=stamps, sleep=sleep
     )
-
-
-def member_name(name: str) -> str:
-    """A tar member's path without leading "./" (tar -C dir . writes them), as the catalog names it."""
-    while name.startswith("./"):
-        name = name[2:]
-    return name
-
-
-def _safe_target(dest_dir: Path, name: str, archive: Path) -> Path:
-    """The extraction path of member `name`, refusing absolute paths and `..` (path traversal)."""
-    parts = PurePosixPath(name).parts
-    if not parts or PurePosixPath(name).is_absolute() or ".." in parts:
-        raise ArchiveError(f"{archive}: refusing unsafe member path {name!r}")
-    target = dest_dir.joinpath(*parts)
-    if not target.resolve().is_relative_to(dest_dir.resolve()):
-        raise ArchiveError(f"{archive}: refusing member {name!r} that escapes {dest_dir}")
-    return target
-
-
-def extract(
-    archive: Path,
-    dest_dir: Path,
-    members: Iterable[str] | None = None,
-    progress: bool = True,
-    chunk_size: int = CHUNK_SIZE,
-) -> dict[str, Path]:
-    """Stream `members` (None: all regular files) of a .tar/.tgz/.tar.gz, or a single-file .gz, into `dest_dir`.
-
-    Members already extracted are kept. Returns member name -> extracted path.
-    """
-    archive, dest_dir = Path(archive), Path(dest_dir)
-    wanted = None if members is None else set(members)
-    if archive.name.endswith(".gz") and not archive.name.endswith(".tar.gz"):
-        name = archive.name.removesuffix(".gz")
-        if wanted is not None and wanted != {name}:
-            raise ArchiveError(f"{archive}: a single-file .gz holds only {name!r}, not {sorted(wanted)}")
-        return {name: _gunzip(archive, dest_dir / name, progress, chunk_size)}
-    done = {m: dest_dir / m for m in (wanted or ()) if (dest_dir / m).is_file()}
-    if wanted is not None and set(done) == wanted:
-        return done
-    try:
-        with (
-            _bar(archive.stat().st_size, archive.name, progress) as bar,
-            open(archive, "rb") as raw,
-            tarfile.open(fileobj=_Counting(raw, bar), mode="r|*") as tar,  # type: ignore[call-overload]
-        ):
-            for info in tar:
-                name = member_name(info.name)
-                if (wanted is not None and name not in wanted) or name in done or info.isdir() or not name:
-                    continue
-                if not info.isfile():
-                    raise ArchiveError(f"{archive}: refusing non-regular member {info.name!r} (link or device)")
-                target = _safe_target(dest_dir, name, archive)
-                with atomic_path(target, needed=info.size) as tmp, open(tmp, "wb") as out:
-                    shutil.copyfileobj(tar.extractfile(info), out, chunk_size)
-                done[name] = target
-                if wanted is not None and set(done) == wanted:
-                    break
-    except DiskFullError:
-        raise
-    except (tarfile.TarError, EOFError, zlib.error, OSError) as exc:
-        raise ArchiveError(f"{archive}: truncated or corrupt archive ({exc})") from exc
-    missing = sorted((wanted or set()) - set(done))
-    if missing:
-        raise ArchiveError(f"{archive}: has no member(s) {missing}")
-    return done
-
-
-class _Counting:
-    """A read-only file wrapper that advances a progress bar by the compressed bytes read."""
-
-    def __init__(self, raw, bar: tqdm) -> None:
-        self.raw, self.bar = raw, bar
-
-    def read(self, size: int = -1) -> bytes:
-        data = self.raw.read(size)
-        self.bar.update(len(data))
-        return data
-
-
-def _gunzip(archive: Path, target: Path, progress: bool, chunk_size: int) -> Path:
-    """Decompress a single-file .gz to `target` (atomic); a truncated stream names the archive."""
-    if target.is_file():
-        return target
-    try:
-        with (
-            gzip.open(archive, "rb") as src,
-            atomic_path(target) as tmp,
-            open(tmp, "wb") as out,
-            _bar(None, archive.name, progress) as bar,
-        ):
-            while chunk := src.read(chunk_size):
-                out.write(chunk)
-                bar.update(len(chunk))
-    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
-        raise ArchiveError(f"{archive}: truncated or corrupt archive ({exc})") from exc
-    return target

@@ -8,8 +8,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from aiayn.data.archive import extract
 from aiayn.data.clean import CleanOptions, write_json
-from aiayn.data.download import RetryPolicy, extract, fetch
+from aiayn.data.download import RetryPolicy, fetch
 from aiayn.data.sources.catalog import PairSpec, TextPairSpec
 
 
