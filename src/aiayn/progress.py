@@ -11,6 +11,8 @@ import sys
 import time
 from datetime import timedelta
 
+from tqdm import tqdm
+
 # A training run's numbers do not depend on this module (progress lines: how a run is watched): aiayn.runspec leaves
 # it out of the run's fingerprint, so editing it does not retrain.
 CANNOT_CHANGE_RESULTS = True
@@ -31,6 +33,13 @@ def eta(done: float, total: float, elapsed: float) -> str:
 def on_terminal() -> bool:
     """Whether a person watches this process's output live (a progress bar is for them; a log file gets lines)."""
     return sys.stderr.isatty()
+
+
+def byte_bar(total: int | None, desc: str, progress: bool, initial: int = 0) -> tqdm:
+    """A byte progress bar for downloads and extraction, shown only when asked for and on a terminal."""
+    return tqdm(
+        total=total, initial=initial, desc=desc, unit="B", unit_scale=True, disable=not (progress and on_terminal())
+    )
 
 
 class Progress:

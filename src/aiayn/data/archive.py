@@ -12,8 +12,9 @@ from pathlib import Path, PurePosixPath
 
 from tqdm import tqdm
 
-from aiayn.data.download import CHUNK_SIZE, byte_bar
+from aiayn.data.download import CHUNK_SIZE
 from aiayn.io import DiskFullError, atomic_path
+from aiayn.progress import byte_bar
 
 
 class ArchiveError(RuntimeError):

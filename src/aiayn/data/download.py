@@ -16,7 +16,6 @@ import logging
 import os
 import random
 import ssl
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -25,11 +24,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from tqdm import tqdm
-
 from aiayn.config.schema import DownloadConfig
 from aiayn.io import DiskFullError, atomic_write_json, is_disk_full
-from aiayn.progress import Progress, on_terminal
+from aiayn.progress import Progress, byte_bar, on_terminal
 
 log = logging.getLogger(__name__)
 
@@ -86,18 +83,6 @@ class RetryPolicy:
     def wait(self, failures: int) -> float:
         """Seconds before the next attempt after `failures` failed attempts in a row (0: one that progressed)."""
         return min(self.backoff_max_s, self.backoff_s * 2 ** max(failures - 1, 0)) * random.uniform(0.5, 1.0)
-
-
-def byte_bar(total: int | None, desc: str, progress: bool, initial: int = 0) -> tqdm:
-    """A byte progress bar, shown only when asked for and stderr is a terminal."""
-    return tqdm(
-        total=total,
-        initial=initial,
-        desc=desc,
-        unit="B",
-        unit_scale=True,
-        disable=not (progress and sys.stderr.isatty()),
-    )
 
 
 def file_digest(path: Path, algorithm: str = "sha256", chunk_size: int = CHUNK_SIZE) -> str:
