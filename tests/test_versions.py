@@ -58,9 +58,12 @@ def feature_protobuf() -> bool:
 
 
 def feature_hydra() -> bool:
-    from hydra.initialize import get_gh_backup, restore_gh_from_backup
+    import inspect
 
-    return callable(get_gh_backup) and callable(restore_gh_from_backup)
+    from hydra import initialize_config_dir
+    from hydra.core.hydra_config import HydraConfig
+
+    return "version_base" in inspect.signature(initialize_config_dir).parameters and callable(HydraConfig.initialized)
 
 
 FEATURES = {

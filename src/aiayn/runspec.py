@@ -1,7 +1,7 @@
 """Which run this is, decided in one place: its folders, the files in them, its fingerprint and its wandb id.
 
 A run is a row, a seed and a variant: the result-changing settings in which it differs from its row at its scale
-(aiayn.config.variant finds them). From those, RunSpec names its folders, `runs/{row}/{variant}/seed{seed}` for the
+(aiayn.config.composition finds them). From those, RunSpec names its folders, `runs/{row}/{variant}/seed{seed}` for the
 train stage and `evals/{row}/{variant and decode settings}/seed{seed}` for the evaluate stage, and the files in
 them. `fingerprint` says what a checkpoint must share with a run to be resumed by it: every setting that can change
 a number a table reads, the code the run executes, the tokenizer and the encoded data; the wandb id derives from
@@ -94,8 +94,8 @@ def slug(variant: Mapping[str, Any]) -> str:
 
 @dataclass(frozen=True)
 class RunSpec:
-    """One run: a row and seed, its variant (dotted key -> value, in the order aiayn.config.variant gives) and whether
-    the row averages checkpoints, under the runs/ and evals/ roots."""
+    """One run: a row and seed, its variant (dotted key -> value, in the order aiayn.config.composition gives) and
+    whether the row averages checkpoints, under the runs/ and evals/ roots."""
 
     row: str
     seed: int

@@ -200,7 +200,7 @@ def test_integer_fields_are_read_from_their_type_not_their_default() -> None:
 def test_which_overrides_name_a_variant() -> None:
     """The row, scale, data, hardware, logging, paths and seed say what a run is; a key of a row's own metadata
     (row.average_last) or of model, train or decode makes a variant of it."""
-    from aiayn.config.variant import is_identity
+    from aiayn.config.composition import is_identity
 
     identity = ["row=A1", "seed=2", "scale=tiny", "data.max_words=8", "hydra/launcher=basic", "+logger.tags=[x]"]
     assert all(is_identity(o) for o in identity)

@@ -184,7 +184,7 @@ def test_every_shipped_row_file_passes_the_check():
 
 def test_row_groups_of_the_cli_are_checked_in_a_sweep(conf):
     write_row(conf, "X", "model:\n  dropuot: 0.0\n")
-    from aiayn.config.rowfile import check_row_overrides, rows_in_overrides
+    from aiayn.config.composition import check_row_overrides, rows_in_overrides
 
     assert rows_in_overrides(["row=A1,X", "seed=1", "+row.model.dropout=0.1"]) == ["A1", "X"]
     with pytest.raises(ConfigError, match="X.yaml"):

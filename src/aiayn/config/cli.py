@@ -10,11 +10,16 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from aiayn.config.composition import CONF_DIR, register_configs, with_variant
+from aiayn.config.composition import (
+    CONF_DIR,
+    check_row_overrides,
+    override_key,
+    override_values,
+    register_configs,
+    with_variant,
+)
 from aiayn.config.params import Params
 from aiayn.config.resolve import ConfigError
-from aiayn.config.rowfile import check_row_overrides
-from aiayn.config.variant import override_key
 from aiayn.io import DiskFullError
 from aiayn.tracking import SECRET_KEY
 
@@ -32,12 +37,6 @@ def refuse_secret_overrides(argv: list[str]) -> None:
             )
 
 
-def _override(argv: list[str], key: str) -> str | None:
-    """The value of `key=...` on a Hydra command line (with or without +/~), or None."""
-    values = [arg.split("=", 1)[1] for arg in argv if override_key(arg) == key]
-    return values[-1] if values else None
-
-
 def expand_seeds_from(argv: list[str]) -> list[str]:
     """`seeds_from=FILE` stands for a multirun over FILE's `seeds` list: `--multirun seed=1,2,3`; with one `row=X`
     on the command line, FILE's `extra_seeds.X` follow (what `python -m aiayn.seeds` added for that row).
@@ -50,11 +49,11 @@ def expand_seeds_from(argv: list[str]) -> list[str]:
     given = [arg for arg in argv if arg.startswith(SEEDS_FROM)]
     if not given:
         return list(argv)
-    if len(given) > 1 or _override(argv, "seed") is not None:
+    if len(given) > 1 or override_values(argv, "seed"):
         sys.exit("error: give either seed=... or one seeds_from=FILE, not both")
-    path, row = given[0][len(SEEDS_FROM) :], _override(argv, "row")
-    if row is not None and "," not in row:
-        seeds = Params.read(path).seeds_per_row([row])[row]
+    path, rows = given[0][len(SEEDS_FROM) :], override_values(argv, "row")
+    if rows and "," not in rows[-1]:
+        seeds = Params.read(path).seeds_per_row(rows[-1:])[rows[-1]]
     else:
         seeds = list(dict.fromkeys(Params.read(path).list_of("seeds", int)))
     out = [f"seed={','.join(map(str, seeds))}" if arg == given[0] else arg for arg in argv]
@@ -73,7 +72,7 @@ def expand_overrides_from(argv: list[str]) -> list[str]:
 
 def hydra_main(run: Callable[[DictConfig], Any]) -> None:
     """Run `run(cfg)` under `@hydra.main` on conf/config.yaml (overrides, multirun and launchers included); each
-    job's config carries its variant (aiayn.config.variant), derived from that job's overrides."""
+    job's config carries its variant (aiayn.config.composition), derived from that job's overrides."""
     try:
         sys.argv[1:] = expand_seeds_from(expand_overrides_from(sys.argv[1:]))
     except (FileNotFoundError, ValueError) as err:

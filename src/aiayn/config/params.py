@@ -76,7 +76,7 @@ class Params:
     def overrides(self) -> list[str]:
         """The `model`, `train`, `decode` and `aggregate` mappings as Hydra overrides (`train.lr_factor=2`), nulls
         left out; a key the schema does not have is refused naming the nearest valid one."""
-        from aiayn.config.rowfile import nearest_key
+        from aiayn.config.rowfile import unknown_key
         from aiayn.config.schema import ROW_GROUPS
 
         out = []
@@ -90,10 +90,7 @@ class Params:
             valid = [f"{group}.{f}" for f in names]
             for key, value in values.items():
                 if f"{group}.{key}" not in valid:
-                    hint = nearest_key(f"{group}.{key}", valid)
-                    raise ValueError(
-                        f"{self.path}: unknown key '{group}.{key}'" + (f" (did you mean '{hint}'?)" if hint else "")
-                    )
+                    raise ValueError(unknown_key(self.path, f"{group}.{key}", valid))
                 if value is not None:
                     out.append(f"{group}.{key}={_hydra_value(value)}")
         return out

@@ -18,7 +18,6 @@ from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
 from aiayn.config.resolve import ConfigError
 from aiayn.config.schema import ROW_GROUPS, RowConfig
-from aiayn.config.variant import override_key
 from aiayn.marks import check_values
 
 
@@ -34,17 +33,15 @@ def valid_keys(schema: type = RowConfig, prefix: str = "") -> list[str]:
     return keys
 
 
-def nearest_key(key: str, candidates: Iterable[str]) -> str | None:
-    """The valid key `key` most likely meant: by the whole dotted key, else by its last part (a flat `d_model`
-    written before rows became patches means `model.d_model`)."""
+def unknown_key(path: Path | str, key: str, candidates: Iterable[str]) -> str:
+    """ "{path}: unknown key '{key}'", with the valid key most likely meant: by the whole dotted key, else by its last
+    part (a flat `d_model` written before rows became patches means `model.d_model`)."""
     candidates = list(candidates)
-    match = difflib.get_close_matches(key, candidates, n=1, cutoff=0.75)
-    if match:
-        return match[0]
-    leaf = key.rsplit(".", 1)[-1]
     by_leaf = {c.rsplit(".", 1)[-1]: c for c in candidates}
-    match = difflib.get_close_matches(leaf, list(by_leaf), n=1, cutoff=0.7)
-    return by_leaf[match[0]] if match else None
+    match = difflib.get_close_matches(key, candidates, n=1, cutoff=0.75) or [
+        by_leaf[m] for m in difflib.get_close_matches(key.rsplit(".", 1)[-1], list(by_leaf), n=1, cutoff=0.7)
+    ]
+    return f"{path}: unknown key '{key}'" + (f" (did you mean '{match[0]}'?)" if match else "")
 
 
 def _unknown(path: Path, key: str, valid: list[str]) -> ConfigError:
@@ -53,12 +50,9 @@ def _unknown(path: Path, key: str, valid: list[str]) -> ConfigError:
             f"{path}: a row cannot change {key}: every row trains on the one corpus and tokenizer that the fetch "
             f"and bpe stages make; change data for the whole pipeline instead (params.yaml, or dvc exp run -S)"
         )
-    hint = nearest_key(key, valid)
     return ConfigError(
-        f"{path}: unknown key '{key}'"
-        + (f" (did you mean '{hint}'?)" if hint else "")
-        + f"; a row sets metadata ({', '.join(k for k in valid if '.' not in k)}) and keys of "
-        f"{', '.join(ROW_GROUPS)} (src/aiayn/config/schema.py)"
+        unknown_key(path, key, valid) + f"; a row sets metadata ({', '.join(k for k in valid if '.' not in k)}) "
+        f"and keys of {', '.join(ROW_GROUPS)} (src/aiayn/config/schema.py)"
     )
 
 
@@ -98,17 +92,3 @@ def read_row(path: Path | str) -> DictConfig:
     except ValueError as err:
         raise ConfigError(str(err)) from None
     return row
-
-
-def rows_in_overrides(overrides: Iterable[str]) -> list[str]:
-    """The row names a Hydra command line selects (`row=A1` or a sweep `row=A1,B2`), in order."""
-    values = [arg.split("=", 1)[1] for arg in overrides if override_key(arg) == "row"]
-    return [v.strip() for value in values for v in value.split(",") if v.strip()]
-
-
-def check_row_overrides(overrides: Iterable[str], conf_dir: Path) -> None:
-    """Check the row file of every `row=` on a command line (an absent file is left to Hydra's own error)."""
-    for name in rows_in_overrides(overrides):
-        path = Path(conf_dir) / "row" / f"{name}.yaml"
-        if path.is_file():
-            read_row(path)

@@ -260,7 +260,7 @@ class AggregateConfig:
 class Config:
     seed: int = 1
     # The result-changing settings in which this run differs from its row at its scale, e.g. {"train.lr_factor": 2}
-    # (aiayn.config.variant, filled by the entry points from the command line).
+    # (aiayn.config.composition, filled by the entry points from the command line).
     variant: Dict[str, Any] = field(default_factory=dict)
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
