@@ -51,9 +51,9 @@ def expand_seeds_from(argv: list[str]) -> list[str]:
         return list(argv)
     if len(given) > 1 or override_values(argv, "seed"):
         sys.exit("error: give either seed=... or one seeds_from=FILE, not both")
-    path, rows = given[0][len(SEEDS_FROM) :], override_values(argv, "row")
-    if rows and "," not in rows[-1]:
-        seeds = Params.read(path).seeds_per_row(rows[-1:])[rows[-1]]
+    path, row = given[0][len(SEEDS_FROM) :], (override_values(argv, "row") or [""])[-1]
+    if row and "," not in row:
+        seeds = Params.read(path).seeds_per_row([row])[row]
     else:
         seeds = list(dict.fromkeys(Params.read(path).list_of("seeds", int)))
     out = [f"seed={','.join(map(str, seeds))}" if arg == given[0] else arg for arg in argv]

@@ -79,10 +79,15 @@ def rows_in_overrides(overrides: Iterable[str]) -> list[str]:
     return [v.strip() for value in override_values(overrides, "row") for v in value.split(",") if v.strip()]
 
 
+def row_path(name: str, conf_dir: Path | str = CONF_DIR) -> Path:
+    """Row `name`'s file: conf/row/<name>.yaml."""
+    return Path(conf_dir) / "row" / f"{name}.yaml"
+
+
 def check_row_overrides(overrides: Iterable[str], conf_dir: Path) -> None:
     """Check the row file of every `row=` on a command line (an absent file is left to Hydra's own error)."""
     for name in rows_in_overrides(overrides):
-        if (path := Path(conf_dir) / "row" / f"{name}.yaml").is_file():
+        if (path := row_path(name, conf_dir)).is_file():
             read_row(path)
 
 

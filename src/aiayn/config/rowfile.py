@@ -34,8 +34,8 @@ def valid_keys(schema: type = RowConfig, prefix: str = "") -> list[str]:
 
 
 def unknown_key(path: Path | str, key: str, candidates: Iterable[str]) -> str:
-    """ "{path}: unknown key '{key}'", with the valid key most likely meant: by the whole dotted key, else by its last
-    part (a flat `d_model` written before rows became patches means `model.d_model`)."""
+    """The message for an unknown `key` in file `path`, naming the valid key most likely meant: by the whole dotted
+    key, else by its last part (a flat `d_model` written before rows became patches means `model.d_model`)."""
     candidates = list(candidates)
     by_leaf = {c.rsplit(".", 1)[-1]: c for c in candidates}
     match = difflib.get_close_matches(key, candidates, n=1, cutoff=0.75) or [

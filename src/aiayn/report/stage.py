@@ -54,13 +54,10 @@ def design_of(cfg: DictConfig, seeds: dict[str, list[int]], pilot: list[int]) ->
 def averaged_checkpoints(rows: list[str]) -> dict[str, int]:
     """Each row's own average_last, from its row file: whether a checkpoint cadence in the tables' variant is part
     of the row's run (aiayn.runspec). A row without a file averages nothing."""
-    from aiayn.config.composition import CONF_DIR
+    from aiayn.config.composition import row_path
     from aiayn.config.rowfile import read_row
 
-    return {
-        row: int(read_row(path).average_last) if (path := CONF_DIR / "row" / f"{row}.yaml").is_file() else 0
-        for row in rows
-    }
+    return {row: int(read_row(path).average_last) if (path := row_path(row)).is_file() else 0 for row in rows}
 
 
 def aggregate(cfg: DictConfig) -> dict[str, Any]:
