@@ -166,9 +166,10 @@ def plan(
                 lengths_measured=data["measured"],
             )
         )
-    # launcher=parallel runs a row's seeds side by side (the CPU rate above is one of three such processes):
-    # the wall time is then the sum over rows of the slowest seed, not the device-hours
-    wall = sum(r["hours_per_run"] if params.get("launcher", "parallel") == "parallel" else r["hours"] for r in records)
+    # launcher=parallel runs a row's seeds n_jobs at a time (the CPU rate above is one such process's, with one core
+    # to itself): the wall time is then the sum over rows of their rounds of seeds, not the device-hours
+    jobs = parallel_jobs() if params.get("launcher", "parallel") == "parallel" else 1
+    wall = sum(r["hours_per_run"] * math.ceil(r["seeds"] / jobs) for r in records)
     return dict(
         device=device,
         records=records,
@@ -241,6 +242,14 @@ def format_plan(result: dict[str, Any]) -> str:
                 f"and aggregate not counted)."
             )
     return "\n".join(lines)
+
+
+def parallel_jobs() -> int:
+    """How many seeds of a row launcher=parallel runs side by side (conf/hydra/launcher/parallel.yaml's n_jobs)."""
+    from aiayn.config.composition import CONF_DIR
+
+    launcher = yaml.safe_load((CONF_DIR / "hydra" / "launcher" / "parallel.yaml").read_text(encoding="utf-8"))
+    return max(1, int(launcher.get("n_jobs") or 1))
 
 
 def main(argv: list[str] | None = None) -> int:

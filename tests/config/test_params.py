@@ -59,7 +59,7 @@ def test_a_missing_params_file_is_named(tmp_path: Path) -> None:
         expand_seeds_from([f"seeds_from={tmp_path}/nowhere.yaml"])
 
 
-def test_the_shipped_params_file_runs_every_row_of_the_paper_with_three_seeds(repo_root: Path) -> None:
+def test_the_shipped_params_file_runs_every_row_of_the_paper_with_four_seeds(repo_root: Path) -> None:
     """Every row file that reproduces one of the paper's rows (row.paper.table3); the example ablations (X_*) are
     shipped outside the default list."""
     import yaml
@@ -69,7 +69,7 @@ def test_the_shipped_params_file_runs_every_row_of_the_paper_with_three_seeds(re
     papers = sorted(name for name, row in files.items() if (row.get("paper") or {}).get("table3"))
     assert sorted(rows) == papers and rows[0] == "base" and len(papers) == 20
     assert all(name.startswith("X_") for name in set(files) - set(papers))
-    assert Params.read(repo_root / "params.yaml").list_of("seeds", int) == [1, 2, 3]
+    assert Params.read(repo_root / "params.yaml").list_of("seeds", int) == [1, 2, 3, 4]
     assert Params.read(repo_root / "params.yaml").extra_seeds() == {}
 
 
@@ -105,18 +105,18 @@ def test_seed_lists_one_file_a_row_that_seeds_from_reads(tmp_path: Path) -> None
 def test_adding_extra_seeds_to_the_shipped_params_keeps_every_comment(repo_root: Path, tmp_path: Path) -> None:
     params = shutil.copy(repo_root / "params.yaml", tmp_path / "params.yaml")
     before = Path(params).read_text()
-    assert add_extra_seeds(params, {"base": [4, 5], "A1": [4, 5]}) == {"base": [4, 5], "A1": [4, 5]}
-    assert add_extra_seeds(params, {"A1": [5, 6], "base": [6]}) == {"base": [4, 5, 6], "A1": [4, 5, 6]}
+    assert add_extra_seeds(params, {"base": [5, 6], "A1": [5, 6]}) == {"base": [5, 6], "A1": [5, 6]}
+    assert add_extra_seeds(params, {"A1": [6, 7], "base": [7]}) == {"base": [5, 6, 7], "A1": [5, 6, 7]}
     after = Path(params).read_text()
     kept = [line for line in before.splitlines() if not line.startswith("extra_seeds:")]
     added = [line for line in after.splitlines() if line.startswith(("extra_seeds:", "  base:", "  A1:"))]
     assert [line for line in after.splitlines() if line not in added] == kept  # every other line unchanged
     assert "extra_seeds:" in after and "# row -> seeds besides" in after
-    assert "  base: [4, 5, 6]\n  A1: [4, 5, 6]\n" in after  # one line a row
+    assert "  base: [5, 6, 7]\n  A1: [5, 6, 7]\n" in after  # one line a row
     old, new = yaml.safe_load(before), yaml.safe_load(after)
-    assert new == {**old, "extra_seeds": {"base": [4, 5, 6], "A1": [4, 5, 6]}}
+    assert new == {**old, "extra_seeds": {"base": [5, 6, 7], "A1": [5, 6, 7]}}
     per_row = Params.read(params).seeds_per_row()
-    assert per_row["A1"] == [1, 2, 3, 4, 5, 6] and per_row["C1"] == [1, 2, 3]
+    assert per_row["A1"] == [1, 2, 3, 4, 5, 6, 7] and per_row["C1"] == [1, 2, 3, 4]
     assert not list(tmp_path.glob(".params.yaml.*"))  # the atomic write left no temporary file
 
 
@@ -125,7 +125,7 @@ def test_the_shipped_params_file_lists_every_overridable_key_of_the_schemas_as_n
     field of the model, train and decode schemas is there, null (no override), and nothing else."""
     import dataclasses
 
-    from aiayn.config.params import DESIGN_KEYS
+    from aiayn.config.params import DESIGN_KEYS, _hydra_value
     from aiayn.config.schema import ROW_GROUPS, AggregateConfig
 
     params = yaml.safe_load((repo_root / "params.yaml").read_text())
@@ -137,8 +137,9 @@ def test_the_shipped_params_file_lists_every_overridable_key_of_the_schemas_as_n
     assert list(params["aggregate"]) == list(DESIGN_KEYS)
     assert params["aggregate"] == {key: getattr(defaults, key) for key in DESIGN_KEYS}
     assert Params.read(repo_root / "params.yaml").overrides() == [
-        f"aggregate.{k}={v}" for k, v in params["aggregate"].items() if v is not None
+        f"aggregate.{k}={_hydra_value(v)}" for k, v in params["aggregate"].items() if v is not None
     ]
+    assert "aggregate.columns=['bleu','ppl']" in Params.read(repo_root / "params.yaml").overrides()
 
 
 def test_the_override_blocks_are_generated_from_the_schema(repo_root: Path, tmp_path: Path) -> None:

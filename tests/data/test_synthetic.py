@@ -184,3 +184,14 @@ def test_the_default_lexicon_is_unchanged_by_the_small_lexicon_rules():
     """lexicon_scale 0.2 (the data of earlier runs) gives the same words as before the 8-verb minimum."""
     lexicon = synthetic_lexicon.scaled_lexicon(0.2)
     assert sum(v.says for v in lexicon.verbs) == 25 and len(lexicon.verbs) == 140
+
+
+@pytest.mark.parametrize("scale", [0.005, 1.0])
+def test_no_word_of_the_corpus_spells_a_blocked_word(scale):
+    """Random syllables once spelled "fucken" among the default corpus's eight verbs, and a compound "arsch" across
+    its seam; no sentence of a generated corpus (every inflection, compound and particle) contains a blocked
+    substring, at the default's lexicon and the full one."""
+    pairs = synthetic.generate(3000, seed=1234, lexicon_scale=scale)
+    text = " ".join(f"{s} {t}" for s, t in pairs).lower()
+    assert [b for b in synthetic_lexicon.BLOCKED if b in text] == []
+    assert synthetic_lexicon.blocked("Fuck") and synthetic_lexicon.blocked("drap")  # "drapen": an inflection

@@ -25,11 +25,11 @@ def test_the_one_extension_runs_only_the_planned_seeds(tmp_path: Path, copy_proj
     helpers = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(helpers)
     repo = copy_project(tmp_path, scale="smoke", rows=["base", "D1", "E"], seeds=[1, 2])
+    # The design is declared before the pilot (its record freezes it with the first table): at most 3 seeds a row.
+    (repo / "params.yaml").write_text((repo / "params.yaml").read_text().replace("max_seeds: 10", "max_seeds: 3"))
     helpers.dvc("repro", cwd=repo)
     # Smoke runs learn nothing, so their own plan means nothing: plant the plans a real pilot could give (D1 needs 3
-    # seeds; E needs 60, out of reach at aggregate.max_seeds 3). The rerun's aggregate rewrites the table for real.
-    (repo / "params.yaml").write_text((repo / "params.yaml").read_text().replace("max_seeds: 10", "max_seeds: 3"))
-    helpers.dvc("repro", cwd=repo)  # the aggregate stage tracks the design's keys
+    # seeds; E needs 60, out of reach at aggregate.max_seeds 3). The extension's aggregate rewrites it for real.
     table = repo / "results" / "table3.csv"
     with open(table, encoding="utf-8", newline="") as f:
         lines = list(csv.DictReader(f))
@@ -42,8 +42,9 @@ def test_the_one_extension_runs_only_the_planned_seeds(tmp_path: Path, copy_proj
         writer.writerows(lines)
 
     out = helpers.run([sys.executable, "-m", "aiayn.seeds"], repo).stdout
-    assert "D1: difference, resolve the sign of Δ" in out and "3 planned, has 2; + seeds 3" in out
+    assert "D1: BLEU difference, resolve the sign of Δ" in out and "3 planned, has 2; + seeds 3" in out
     assert "60 planned > aggregate.max_seeds 3: stays at 2; no new seeds" in out
+    assert '"shown"' in (repo / "results" / "design.json").read_text()  # the pilot's record
     ran = {line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage")}
     assert ran == {"seeds", "train@base", "evaluate@base", "train@D1", "evaluate@D1", "aggregate"}, out
     assert "runs/D1/seed1: already trained to step" in out  # finished seeds are skipped, not retrained

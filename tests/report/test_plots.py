@@ -7,7 +7,7 @@ import math
 import pytest
 
 from aiayn.curve import read_curve
-from aiayn.report.plots import plot_bleu_by_row, plot_learning_curves
+from aiayn.report.plots import plot_claims, plot_learning_curves
 
 PNG = b"\x89PNG\r\n\x1a\n"
 ROWS = [
@@ -20,21 +20,31 @@ ROWS = [
         delta_bleu=-2.0,
         delta_bleu_ci95_low=-2.5,
         delta_bleu_ci95_high=-1.5,
+        delta_bleu_family_low=-3.0,
+        delta_bleu_family_high=-1.0,
+        verdict="reproduced",
+        expected_delta_bleu=-1.05,
+        delta_log_ppl=0.05,
+        delta_log_ppl_family_low=0.01,
+        delta_log_ppl_family_high=0.09,
+        verdict_ppl="reproduced",
+        expected_delta_log_ppl=0.07,
         paper_delta_bleu=-0.9,
     ),
-    dict(row="D1", bleu_mean=27.0, bleu_ci95_low=None, bleu_ci95_high=None, delta_bleu=-3.0, paper_delta_bleu=-1.2),
+    dict(row="D1", bleu_mean=27.0, delta_bleu=-3.0, verdict="unresolved", delta_log_ppl=-0.1, verdict_ppl="unresolved"),
     dict(row="big", bleu_mean=None, paper_delta_bleu=0.6),
     dict(row="custom", bleu_mean=31.0, bleu_ci95_low=30.0, bleu_ci95_high=32.0, delta_bleu=1.0),
 ]
 
 
-def test_bleu_by_row_is_a_deterministic_png(tmp_path):
-    first, second = tmp_path / "a" / "bleu.png", tmp_path / "b" / "bleu.png"
-    plot_bleu_by_row(ROWS, first)
-    plot_bleu_by_row(ROWS, second)
+def test_the_claims_figure_is_a_deterministic_png(tmp_path):
+    """Both columns' claims, with missing intervals, a row without runs and a row the paper does not have."""
+    first, second = tmp_path / "a" / "claims.png", tmp_path / "b" / "claims.png"
+    plot_claims(ROWS, first)
+    plot_claims(ROWS, second)
     assert first.read_bytes().startswith(PNG) and first.stat().st_size > 5000
     assert first.read_bytes() == second.read_bytes()
-    assert [p.name for p in first.parent.iterdir()] == ["bleu.png"]  # no temporary file left behind
+    assert [p.name for p in first.parent.iterdir()] == ["claims.png"]  # no temporary file left behind
 
 
 def test_learning_curves_with_gaps_and_without_curves(tmp_path):

@@ -7,6 +7,7 @@ import json
 import math
 
 import pytest
+from scipy import stats
 
 from aiayn.report import aggregate, collect_runs
 from aiayn.report.significance import DIFFERENCE, Design, seeds_needed, t_quantile
@@ -49,6 +50,20 @@ T3_REQUIRED = [
     "ppl_ratio",
     "delta_log_ppl",
     "paper_ppl_ratio",
+    "delta_log_ppl_sd",
+    "delta_log_ppl_family_low",
+    "delta_log_ppl_family_high",
+    "verdict_ppl",
+    "test_ppl",
+    "claim_ppl_low",
+    "claim_ppl_high",
+    "expected_delta_log_ppl",
+    "margin_log_ppl",
+    "ppl_scale",
+    "paper_ppl_in_interval",
+    "seeds_planned_bleu",
+    "seeds_planned_ppl",
+    "planning_sd_ppl",
 ]
 
 
@@ -78,38 +93,55 @@ def test_table3_rows(fabricated):
     assert a1["delta_bleu"] == pytest.approx(-1.8) and a1["paper_delta_bleu"] == pytest.approx(-0.9)
     assert a1["expected_delta_bleu"] == pytest.approx(-0.9 * scale) and a1["test"] == "difference"
     assert a1["delta_bleu_sd"] == pytest.approx(0.1) and a1["delta_bleu_p_sign_flip"] == 0.25  # 3 seeds, one sign
-    # The family: every row with two or more pairs (A1, C5, A3, custom; D1 has one): Bonferroni's m is 4. A3's
-    # differences are all 0 and custom's all +0.5: counted, with no interval (no spread to test against).
-    assert a1["family_level"] == pytest.approx(1 - 0.05 / 4)
-    half = t_quantile(1 - 0.05 / 4, 3) * 0.1 / math.sqrt(3)
+    # The family: every claim over two or more pairs, BLEU and PPL (A1, C5, A3, custom; D1 has one): Bonferroni's m
+    # is 8. A3's differences are all 0 and custom's all +0.5: counted, with no interval (no spread to test against).
+    assert a1["family_level"] == pytest.approx(1 - 0.05 / 8)
+    half = t_quantile(1 - 0.05 / 8, 3) * 0.1 / math.sqrt(3)
     assert (a1["delta_bleu_family_low"], a1["delta_bleu_family_high"]) == pytest.approx((-1.8 - half, -1.8 + half))
     assert a1["verdict"] == "reproduced" and (a1["claim_low"], a1["claim_high"]) == (-math.inf, 0.0)
-    assert a1["paper_delta_in_interval"] == "no"  # -1.8 ± 0.37 does not hold -0.9 x 1.17
+    assert a1["paper_delta_in_interval"] == "no"  # -1.8 ± 0.56 does not hold -0.9 x 1.17
     assert c5["test"] == "equivalence" and c5["paper_params_m"] == 168 and c5["verdict"] == "unresolved"
     assert a3["paper_delta_bleu"] == 0 and a3["test"] == "equivalence" and a3["verdict"] == "unresolved"
     assert a3["delta_bleu_p_seeds"] is None and a3["delta_bleu_family_low"] is None  # identical: no interval
     assert d1["n_seeds"] == 1 and d1["bleu_mean"] == 28.0 and d1["verdict"] == "unresolved"
     assert d1["bleu_ci95_low"] is None and d1["delta_bleu_p_seeds"] is None and d1["delta_bleu"] == -2.0
-    assert d1["delta_bleu_sd"] is None and d1["family_level"] == pytest.approx(1 - 0.05 / 4)
+    assert d1["delta_bleu_sd"] is None and d1["family_level"] == pytest.approx(1 - 0.05 / 8)
     assert "seed2" in d1["failed_runs"] and "seed3" in d1["failed_runs"]
     # A row the paper does not have, planned for the margin (its user stated no effect of interest).
     assert custom["paper_bleu"] is None and custom["test"] == "own" and custom["verdict"] == "unresolved"
     assert custom["expected_delta_bleu"] == pytest.approx(0.5 * scale) and custom["paper_delta_in_interval"] is None
     assert custom["params_m"] == pytest.approx(0.123456)
-    # Planned from the pooled spread of the rows with one (A1's 0.1, C5's 0.2 over 2 df each, A3 and custom 0).
-    assert a1["planning_sd"] == pytest.approx(math.sqrt((2 * 0.01 + 2 * 0.04 + 0 + 0) / 8))
-    assert a1["seeds_planned"] == seeds_needed(
-        DIFFERENCE, a1["expected_delta_bleu"], a1["margin_bleu"], a1["planning_sd"], 1 - 0.05 / 4
+    # PPL's claims, on log PPL: A1's PPL is about 8% above base's (the paper's 5.29 / 4.92 = 1.075, a difference
+    # beyond the 2% margin), so reproduced; C5's is 4% above, where the paper's falls (4.66): contradicted.
+    log_scale = math.log(base["ppl_gmean"]) / math.log(4.92)
+    assert base["ppl_scale"] == pytest.approx(log_scale) and base["margin_log_ppl"] == pytest.approx(
+        math.log(1.02) * log_scale
     )
-    headline = table3_metrics(list(rows.values()))  # dvc exp show's columns: four numbers a row, no more
+    assert a1["test_ppl"] == "difference" and a1["verdict_ppl"] == "reproduced" and a1["claim_ppl_low"] == 0.0
+    assert a1["ppl_ratio"] == pytest.approx(math.exp(a1["delta_log_ppl"])) and 1.07 < a1["ppl_ratio"] < 1.09
+    assert a1["expected_delta_log_ppl"] == pytest.approx(math.log(5.29 / 4.92) * log_scale, abs=1e-5)
+    assert c5["test_ppl"] == "difference" and c5["verdict_ppl"] == "contradicted"
+    assert a3["test_ppl"] == "equivalence" and a3["verdict_ppl"] == "unresolved"  # identical PPLs: no interval
+    assert custom["test_ppl"] == "own" and d1["verdict_ppl"] == "unresolved"
+    # Planned from the median of the rows' variances over the chi-square median (A1's 0.1 and C5's 0.2 SD, 2 df
+    # each; A3's and custom's identical differences say nothing of the noise and are left out).
+    assert a1["planning_sd"] == pytest.approx(math.sqrt((0.01 + 0.04) / 2 / (stats.chi2.median(2) / 2)))
+    assert a1["seeds_planned_bleu"] == seeds_needed(
+        DIFFERENCE, a1["expected_delta_bleu"], a1["margin_bleu"], a1["planning_sd"], 1 - 0.05 / 8
+    )
+    assert a1["seeds_planned"] == max(p for p in (a1["seeds_planned_bleu"], a1["seeds_planned_ppl"]) if p <= 10)
+    assert a1["seeds_planned"] == 4 and not a1["verdict_final"]  # BLEU's claim plans a fourth seed: interim
+    headline = table3_metrics(list(rows.values()))  # dvc exp show's columns: six numbers a row, no more
     assert headline["A1"] == {
         "dev_bleu": a1["bleu_mean"],
         "dev_bleu_ci95": pytest.approx((a1["bleu_ci95_high"] - a1["bleu_ci95_low"]) / 2),
         "delta_bleu": a1["delta_bleu"],
-        "verdict": "reproduced",
+        "verdict": "reproduced (interim)",
+        "ppl_ratio": a1["ppl_ratio"],
+        "verdict_ppl": "reproduced (interim)",
     }
     assert set(headline["base"]) == {"dev_bleu", "dev_bleu_ci95"}
-    assert set(headline["D1"]) == {"dev_bleu", "delta_bleu", "verdict"}
+    assert set(headline["D1"]) == {"dev_bleu", "delta_bleu", "verdict", "ppl_ratio", "verdict_ppl"}
 
 
 def test_table3_pairs_rows_with_their_own_seeds(fabricated, tmp_path):
@@ -152,7 +184,7 @@ def test_aggregate_writes_every_output(fabricated):
     summary = aggregate(fabricated["runs"], fabricated["rows"] + ["big"], fabricated["seeds"], fabricated["refs"], out)
     names = sorted(p.name for p in out.iterdir())
     assert names == [
-        "bleu_by_row.png",
+        "claims.png",
         "curves.csv",
         "learning_curves.png",
         "sweep.csv",
@@ -175,11 +207,13 @@ def test_aggregate_writes_every_output(fabricated):
     assert next(r for r in table if r["row"] == "big")["n_seeds"] == "0"
     md = (out / "table3.md").read_text()
     assert "| D1 | 1 | 28.00 |" in md and "tiny" in md and "not the paper's setting" in md
-    assert "| p (t) | p (sign-flip) | verdict | paper Δ | Δ of interest | in interval | seeds planned |" in md
-    assert "Bonferroni over the 4 rows compared with base" in md and "bootstrap" not in md
+    assert "| p (t) | family interval | paper Δ (here) | BLEU verdict | dev PPL | PPL ÷ base |" in md
+    assert "| family interval (÷) | paper ÷ (here) | PPL verdict | seeds planned |" in md
+    assert "Bonferroni over the 8 claims of the table" in md and "bootstrap" not in md
     assert "direction at this scale, against the paper's" in md and "no averaging" in md
     a1 = next(line for line in md.splitlines() if line.startswith("| A1 |"))
-    assert "| -1.80 ± 0.25 | [-2.31, -1.29] | 0.001 | 0.250 | reproduced | -0.9 | -1.05 | no | 3 |" in a1
+    assert "| -1.80 ± 0.25 | 0.001 | [-2.53, -1.07] | -0.9 (-1.05) | reproduced (interim) |" in a1
+    assert "| 1.080 [1.076, 1.084] | [1.068, 1.092] | 1.075 (1.076) | reproduced (interim) | 4 |" in a1
     tex = (out / "table3.tex").read_text()
     assert r"\toprule" in tex and r"\bottomrule" in tex and r"$\pm$" in tex
     assert "3.3e+18" in (out / "table2.md").read_text()

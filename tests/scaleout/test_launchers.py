@@ -61,7 +61,7 @@ def test_slurm_job_sends_the_time_limit_signal_to_lightning_only(tmp_path: Path,
 
 def test_the_parallel_launcher_is_the_fork_launcher() -> None:
     params = launcher_params("hydra/launcher=parallel")
-    assert params["_target_"].endswith("aiayn_launcher.fork_launcher.ForkLauncher") and params["n_jobs"] == 3
+    assert params["_target_"].endswith("aiayn_launcher.fork_launcher.ForkLauncher") and params["n_jobs"] == 2
 
 
 def test_local_launcher_config_composes() -> None:

@@ -18,7 +18,17 @@ T = TypeVar("T")
 EXTRA_SEEDS = "extra_seeds"  # row -> seeds it runs besides `seeds` (and base runs them too: differences are paired)
 OVERRIDE_GROUPS = ("model", "train", "decode")  # params.yaml's overrides of conf/ for every row (null: none)
 # params.yaml's `aggregate` keys: how Table 3 decides, declared before the runs (AggregateConfig; null: the default)
-DESIGN_KEYS = ("alpha", "power", "margin_bleu", "bleu_scale", "max_seeds")
+DESIGN_KEYS = (
+    "alpha",
+    "power",
+    "margin_bleu",
+    "bleu_scale",
+    "margin_ppl",
+    "ppl_scale",
+    "columns",
+    "planning_pool",
+    "max_seeds",
+)
 
 
 @dataclass(frozen=True)
@@ -72,6 +82,15 @@ class Params:
         rows = self.list_of("rows", str) if rows is None else list(rows)
         seeds, extra = self.list_of("seeds", int), self.extra_seeds()
         return {row: list(dict.fromkeys([*seeds, *extra.get(row, [])])) for row in rows}
+
+    def design(self) -> dict[str, Any]:
+        """The `aggregate` block's design keys, each null or missing one at its default (AggregateConfig)."""
+        from aiayn.config.schema import AggregateConfig
+
+        given, default = self.data.get("aggregate") or {}, AggregateConfig()
+        out: dict[str, Any] = {k: getattr(default, k) if given.get(k) is None else given[k] for k in DESIGN_KEYS}
+        out["columns"] = list(out["columns"])
+        return out
 
     def overrides(self) -> list[str]:
         """The `model`, `train`, `decode` and `aggregate` mappings as Hydra overrides (`train.lr_factor=2`), nulls
@@ -175,7 +194,10 @@ def write_seed_lists(params_file: str | Path, out_dir: str | Path) -> dict[str, 
 
 
 def _hydra_value(value: Any) -> str:
-    """A value in Hydra's override grammar: strings quoted, booleans lower-case, numbers as they are."""
+    """A value in Hydra's override grammar: strings quoted, booleans lower-case, lists of those, numbers as they
+    are."""
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(_hydra_value(v) for v in value) + "]"
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):

@@ -253,6 +253,16 @@ class AggregateConfig:
     # The paper's BLEU -> this setting's; null: 1 at the paper's setting (scale paper, wmt14_en_de), else our base's
     # dev BLEU over the pilot seeds / the paper's 25.8.
     bleu_scale: Optional[float] = None
+    # delta for dev PPL: a row's PPL within (1 +- margin_ppl) x base's at the paper's scale is "no difference"
+    margin_ppl: float = 0.02
+    # The paper's log PPL differences -> this setting's; null: 1 at the paper's setting, else our base's mean log PPL
+    # over the pilot seeds / log 4.92 (the paper's base).
+    ppl_scale: Optional[float] = None
+    # The columns each row makes a claim on (one family over all of them): dev BLEU and dev PPL, as the paper reports
+    columns: List[str] = field(default_factory=lambda: ["bleu", "ppl"], metadata={"choices": ("bleu", "ppl")})
+    # How the plan pools the rows' spreads: median (of the variances: a few wide rows do not starve the others) or
+    # pooled (the df-weighted mean: right when rows spread alike). docs/verdicts.md
+    planning_pool: str = choice("median", "pooled")
     max_seeds: int = 10  # the design's one extension gives a row at most this many seeds
 
 

@@ -60,6 +60,8 @@ class _Grammar:
             definite = r.random() < 0.7
         adjs = [self.adj() for _ in range(r.choice((0, 0, 0, 1, 1, 2)))]
         mod = self.noun() if r.random() < 0.12 else None
+        if mod is not None and lx.blocked(mod.de + (noun.de_pl if plural else noun.de).lower()):
+            mod = None  # a compound that would spell a blocked word across its seam stays a plain noun
         gkey = "pl" if plural else noun.gender
         if definite:
             art_en, art_de = "the", lx.DEF_ARTICLE[(gkey, case)]

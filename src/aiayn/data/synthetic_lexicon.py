@@ -263,11 +263,30 @@ def _word(rng: random.Random, inv: dict, n_syll: int, coda: tuple[str, ...] | No
     return "".join(parts)
 
 
+# Substrings no generated stem may contain: syllables drawn at random spell profanities and slurs of English and
+# German now and then (the default corpus once had "fucken" among its eight verbs), and the corpus is read in
+# tables, figures and logs. A stem that contains one is drawn again.
+BLOCKED = (
+    "anal", "anus", "arsch", "bitch", "cock", "cum", "cunt", "dick", "fag", "fick", "fotz", "fuck", "hitler",
+    "hure", "jew", "kike", "nazi", "nigg", "nigr", "penis", "piss", "porn", "rape", "schlampe", "scheis", "sex",
+    "shit", "slut", "spic", "tit", "twat", "vagina", "wank", "whore", "wichs",
+)  # fmt: skip
+
+
+_FORMS = ("", "e", "en", "er", "n", "s", "es", "t", "te", "ten", "st", "test", "ed", "ing")  # endings inflection adds
+
+
+def blocked(stem: str) -> bool:
+    """Whether the stem, or a form inflection makes of it (an ending, the participle's ge-), spells a BLOCKED word."""
+    low = stem.lower()
+    return any(b in f"{prefix}{low}{ending}" for b in BLOCKED for prefix in ("", "ge") for ending in _FORMS)
+
+
 def _unique(rng: random.Random, inv: dict, n: int, taken: set[str], coda=None, syll=(1, 2, 2, 3)) -> list[str]:
     out: list[str] = []
     while len(out) < n:
         w = _word(rng, inv, rng.choice(syll), coda)
-        if w not in taken:
+        if w not in taken and not blocked(w):
             taken.add(w)
             out.append(w)
     return out

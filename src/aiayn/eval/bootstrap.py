@@ -42,6 +42,27 @@ def bleu_ci95(hyps: Sequence[str], refs: Sequence[str], *, n_bootstrap: int = 10
     return [float(scores[cut]), float(scores[n_bootstrap - cut - 1])]
 
 
+def paired_delta_sd(
+    hyps_base: Sequence[str], hyps_other: Sequence[str], refs: Sequence[str], *, n: int = 1000, seed: int = 0
+) -> float:
+    """The standard deviation of BLEU(other) - BLEU(base) over sentences resampled together for both systems: how
+    much the paired difference would move on another dev set of the same size (the dev set's sampling noise)."""
+    check_parallel(hyps_base, refs)
+    check_parallel(hyps_other, refs)
+    metric = BLEU()
+    counts = _resample_counts(len(refs), n, seed)
+    deltas = []
+    totals = [
+        counts @ np.asarray(metric._extract_corpus_statistics(list(h), [list(refs)]), dtype=np.float64)
+        for h in (hyps_base, hyps_other)
+    ]
+    for base, other in zip(*totals):
+        deltas.append(
+            metric._compute_score_from_stats(list(other)).score - metric._compute_score_from_stats(list(base)).score
+        )
+    return float(np.std(deltas, ddof=1))
+
+
 def paired_bootstrap(
     hyps_base: Sequence[str], hyps_other: Sequence[str], refs: Sequence[str], *, n: int = 1000, seed: int = 12345
 ) -> dict:

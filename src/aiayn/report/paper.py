@@ -65,6 +65,11 @@ def paper_base_bleu() -> float:
     return float(_parsed()["table3"]["base"]["bleu_dev"])
 
 
+def paper_base_ppl() -> float:
+    """The paper's base dev perplexity (Table 3: 4.92), what our log PPL is scaled against off the paper's setting."""
+    return float(_parsed()["table3"]["base"]["ppl_dev"])
+
+
 def paper_table2() -> list[dict[str, Any]]:
     """Table 2 rows in the paper's order: model, en_de/en_fr BLEU and cost_en_de/cost_en_fr (or cost) in FLOPs."""
     return [dict(row) for row in _load()["table2"]]

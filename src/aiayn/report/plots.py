@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 
 from aiayn.curve import read_curve
 from aiayn.report.formats import atomic_write
@@ -32,58 +33,40 @@ def _points(rows: Sequence[Mapping[str, Any]], key: str) -> tuple[np.ndarray, np
     return mean, err
 
 
-def plot_bleu_by_row(table3_rows: Sequence[Mapping[str, Any]], path: Path) -> Path:
-    """Left: our dev BLEU per row (95% CI over seeds). Right: difference from base, ours against the paper's."""
-    rows = list(table3_rows)
-    names = [r["row"] for r in rows]
-    x = np.arange(len(rows))
-    fig = Figure(figsize=(max(8.0, 0.55 * len(rows) + 4), 4.5))
-    ax_abs, ax_diff = fig.subplots(1, 2)
-    mean, err = _points(rows, "bleu_mean")
-    ax_abs.errorbar(x, mean, yerr=err, fmt="o", capsize=3, label="ours (dev sacreBLEU)")
-    ax_abs.set_ylabel("dev BLEU (ours)")
-    ax_abs.set_title("Our dev BLEU, mean and 95% CI over seeds", fontsize=9)
+VERDICT_COLOURS = {"reproduced": "tab:green", "contradicted": "tab:red", "unresolved": "0.55"}
 
-    # The base row is the reference of both differences: 0 by definition. The error bars are the family intervals
-    # that decide the verdicts; the paper's differences are shown at this setting (converted by bleu_scale).
-    ours = [
-        dict(r, delta_bleu=0.0)
-        if r["row"] == "base"
-        else dict(
-            r, delta_bleu_ci95_low=r.get("delta_bleu_family_low"), delta_bleu_ci95_high=r.get("delta_bleu_family_high")
-        )
-        for r in rows
-    ]
-    d_mean, d_err = _points(ours, "delta_bleu")
-    paper = np.array(
-        [
-            r["expected_delta_bleu"]
-            if r.get("paper_delta_bleu") is not None and r.get("expected_delta_bleu") is not None
-            else math.nan
-            for r in rows
-        ]
+
+def plot_claims(table3_rows: Sequence[Mapping[str, Any]], path: Path) -> Path:
+    """Table 3's claims, one panel a column: each row's difference from base with the family interval that decides
+    its verdict (coloured by the verdict), beside the paper's difference at this setting. Left: ΔBLEU; right: dev PPL
+    over base's."""
+    rows = [r for r in table3_rows if r["row"] != "base"]
+    names, x = [r["row"] for r in rows], np.arange(len(rows))
+    fig = Figure(figsize=(max(8.0, 0.55 * len(rows) + 4), 4.8))
+    panels = fig.subplots(1, 2)
+    columns = (
+        ("delta_bleu", "verdict", "expected_delta_bleu", lambda v: v, 0.0, "ΔBLEU from base"),
+        ("delta_log_ppl", "verdict_ppl", "expected_delta_log_ppl", math.exp, 1.0, "dev PPL ÷ base's"),
     )
-    ax_diff.axhline(0.0, color="0.6", linewidth=0.8)
-    ax_diff.errorbar(
-        x - 0.12,
-        d_mean,
-        yerr=d_err,
-        fmt="o",
-        capsize=3,
-        label="ours: row − base (family interval, decides the verdict)",
-    )
-    ax_diff.plot(x + 0.12, paper, "x", color="tab:red", markersize=7, label="paper: row − base, at this setting")
-    ax_diff.set_ylabel("BLEU difference from base")
-    ax_diff.set_title("Row − base, ours vs the paper", fontsize=9)
-    ax_diff.legend(fontsize=8)
-    for ax in (ax_abs, ax_diff):
+    for ax, (key, verdict, paper_key, shown, zero, label) in zip(panels, columns):
+        ax.axhline(zero, color="0.6", linewidth=0.8)
+        for i, r in enumerate(rows):
+            low, high, mean = r.get(f"{key}_family_low"), r.get(f"{key}_family_high"), r.get(key)
+            colour = VERDICT_COLOURS.get(str(r.get(verdict)), "tab:blue")
+            if mean is not None:
+                err = None if low is None or high is None else [[shown(mean) - shown(low)], [shown(high) - shown(mean)]]
+                ax.errorbar(i - 0.12, shown(mean), yerr=err, fmt="o", capsize=3, color=colour)
+            if r.get(paper_key) is not None:
+                ax.plot(i + 0.12, shown(r[paper_key]), "x", color="black", markersize=6)
+        ax.set_ylabel(label)
         ax.set_xticks(x, names, rotation=45, fontsize=8)
         ax.grid(axis="y", alpha=0.3)
-    fig.suptitle(
-        "Table 3 rows, dev BLEU. Our scale and the paper's differ in absolute level,\n"
-        "so the right panel compares differences from base",
-        fontsize=10,
-    )
+    handles = [
+        Line2D([], [], marker="o", linestyle="", color=c, label=f"ours, {v} (family interval)")
+        for v, c in VERDICT_COLOURS.items()
+    ] + [Line2D([], [], marker="x", linestyle="", color="black", label="the paper's, at this setting")]
+    panels[0].legend(handles=handles, fontsize=7, loc="best")
+    fig.suptitle("Table 3: each row's difference from base, dev BLEU and dev PPL, against the paper's", fontsize=10)
     fig.tight_layout()
     return save_figure(fig, path)
 

@@ -26,6 +26,8 @@ from scipy import special, stats
 ALPHA = 0.05  # family-wise error rate of a table's verdicts
 POWER = 0.8  # the power a row's planned seeds reach
 MARGIN_BLEU = 0.5  # delta, in the paper's BLEU: differences within it are "no difference"
+MARGIN_PPL = 0.02  # delta for dev PPL: a ratio to base within 1 +- 0.02 at the paper's scale is "no difference"
+COLUMNS = ("bleu", "ppl")  # the paper's two Table 3 result columns, each a claim per row
 SEEDS_UP_TO = 100  # seeds_needed searches n = 2 .. this; more is reported as None (out of reach)
 EXACT_SIGN_FLIPS = 16  # up to 2^16 sign patterns are enumerated; more seeds draw MONTE_CARLO_FLIPS of them
 MONTE_CARLO_FLIPS = 100_000
@@ -116,12 +118,47 @@ def pooled_sd(sds: Sequence[float | None], ns: Sequence[int]) -> tuple[float | N
     return math.sqrt(sum((n - 1) * sd * sd for sd, n in pairs) / df), df
 
 
+POOLS = ("median", "pooled")  # how the plan pools the rows' spreads (planning_sd)
+
+
+def planning_sd(sds: Sequence[float | None], ns: Sequence[int], pool: str = "median") -> float | None:
+    """The spread a column's plans assume, from the rows' paired SDs (each over n seeds, n - 1 degrees of freedom).
+
+    median: the median of the rows' variances, each divided by the median of chi^2_{n-1}/(n-1) (0.69 at 2 degrees
+    of freedom), so that it estimates sigma^2 when rows spread alike; a few rows that spread widely do not move it,
+    where they would drag the pooled mean up and starve every other row's plan. pooled: the mean of the variances
+    weighted by degrees of freedom (more of them; right when rows spread alike).
+    """
+    # A row whose differences are identical (SD 0) says more about its runs (one deterministic path) than about
+    # the noise: it is left out, as it gets no interval.
+    pairs = [(sd, n) for sd, n in zip(sds, ns) if sd and n >= 2]
+    if not pairs:
+        return None
+    if pool == "pooled":
+        return pooled_sd([sd for sd, _ in pairs], [n for _, n in pairs])[0]
+    if pool != "median":
+        raise ValueError(f"aggregate.planning_pool must be one of {POOLS}, got {pool!r}")
+    return math.sqrt(float(np.median([sd * sd / _chi2_median_ratio(n - 1) for sd, n in pairs])))
+
+
+@functools.cache
+def _chi2_median_ratio(df: int) -> float:
+    """The median of s^2 / sigma^2 over df degrees of freedom: chi^2_df's median over df."""
+    return float(stats.chi2.median(df)) / df
+
+
 def power_difference(n: int | np.ndarray, delta: float, sd: float, level: float) -> np.ndarray:
     """Probability that a family interval at `level` over n seeds lies on the side of 0 of a true difference
     `delta` (paired differences with standard deviation sd): the power to reproduce its sign. Noncentral t."""
     n = np.atleast_1d(np.asarray(n, dtype=float))
     crit, nc = t_quantile(level, n), abs(delta) / sd * np.sqrt(n)
-    return 1.0 - special.nctdtr(n - 1, nc, crit)
+    p = 1.0 - special.nctdtr(n - 1, nc, crit)
+    # scipy.special.nctdtr returns NaN at some large noncentralities (~40.3-41.5, scipy 1.17): those few take
+    # scipy.stats' survival function, slower per call but finite there.
+    bad = ~np.isfinite(p)
+    if bad.any():
+        p[bad] = stats.nct.sf(np.broadcast_to(crit, p.shape)[bad], (n - 1)[bad], np.broadcast_to(nc, p.shape)[bad])
+    return p
 
 
 def power_equivalence(n: int | np.ndarray, delta: float, margin: float, sd: float, level: float) -> np.ndarray:
@@ -223,17 +260,24 @@ def sign_flip_p(diffs: Sequence[float]) -> float | None:
 class Design:
     """How Table 3 decides, declared before the runs (the aggregate.* keys of params.yaml; docs/verdicts.md).
 
-    Effects and the margin are given in the paper's BLEU (EN-DE newstest2013, base 25.8) and converted to this
-    setting's by `bleu_scale`: None derives it, 1 at the paper's setting, else our base's dev BLEU over the pilot
-    seeds divided by the paper's. The design has two stages: every row runs the pilot seeds; the pilot plans each
-    row's seeds (pooled spread, at most max_seeds); one extension runs them; one test decides. Until the extension
-    is made, the verdict of a row the plan extends is interim.
+    Each row makes one claim per column of `columns`: dev BLEU (differences from base in BLEU) and dev PPL
+    (differences of log PPL, the log of the ratio to base). Effects and margins are given at the paper's setting
+    (EN-DE newstest2013: base BLEU 25.8, PPL 4.92) and converted to this setting's: BLEU by `bleu_scale`, log PPL by
+    `ppl_scale`. None derives each, 1 at the paper's setting, else our base's pilot dev BLEU over 25.8 and our
+    base's pilot mean log PPL (the mean token loss) over log 4.92: relative effects of the same size. The design
+    has two stages: every row runs the pilot seeds; the pilot plans each row's seeds (`planning_pool` of the rows'
+    spreads, at most max_seeds); one extension runs them; one test decides. Until the extension is made, the
+    verdicts of a row the plan extends are interim.
     """
 
     alpha: float = ALPHA
     power: float = POWER
     margin_bleu: float = MARGIN_BLEU
     bleu_scale: float | None = None
+    margin_ppl: float = MARGIN_PPL
+    ppl_scale: float | None = None
+    columns: tuple[str, ...] = COLUMNS
+    planning_pool: str = "median"
     max_seeds: int = 10
     paper_setting: bool = False  # the paper's scale and data: the paper's BLEU differences are ours as they are
     pilot_seeds: tuple[int, ...] | None = None  # the seeds every row runs first (None: all of base's)
@@ -245,8 +289,19 @@ class Design:
                 raise ValueError(f"aggregate.{name} must be in (0, 1), got {value}")
         if not self.margin_bleu > 0:
             raise ValueError(f"aggregate.margin_bleu must be > 0 (BLEU at the paper's scale), got {self.margin_bleu}")
-        if self.bleu_scale is not None and not self.bleu_scale > 0:
-            raise ValueError(f"aggregate.bleu_scale must be > 0 or null, got {self.bleu_scale}")
+        for name, scale in (("bleu_scale", self.bleu_scale), ("ppl_scale", self.ppl_scale)):
+            if scale is not None and not scale > 0:
+                raise ValueError(f"aggregate.{name} must be > 0 or null, got {scale}")
+        if not 0 < self.margin_ppl < 1:
+            raise ValueError(
+                f"aggregate.margin_ppl must be in (0, 1) (a relative change of PPL), got {self.margin_ppl}"
+            )
+        if not self.columns or set(self.columns) - set(COLUMNS):
+            raise ValueError(
+                f"aggregate.columns must be a non-empty subset of {list(COLUMNS)}, got {list(self.columns)}"
+            )
+        if self.planning_pool not in POOLS:
+            raise ValueError(f"aggregate.planning_pool must be one of {list(POOLS)}, got {self.planning_pool!r}")
         if self.max_seeds < 2:
             raise ValueError(
                 f"aggregate.max_seeds must be at least 2 (a paired t needs two seeds), got {self.max_seeds}"

@@ -13,6 +13,7 @@ from aiayn import runspec, tracking
 from aiayn.config.params import Params
 from aiayn.io import atomic_write_json, read_lines
 from aiayn.report import aggregate as build_tables
+from aiayn.report import record
 from aiayn.report.significance import Design
 from aiayn.report.table2 import table2_metrics
 from aiayn.report.table3 import table3_metrics
@@ -44,6 +45,10 @@ def design_of(cfg: DictConfig, seeds: dict[str, list[int]], pilot: list[int]) ->
         power=a.power,
         margin_bleu=a.margin_bleu,
         bleu_scale=a.bleu_scale,
+        margin_ppl=a.margin_ppl,
+        ppl_scale=a.ppl_scale,
+        columns=tuple(a.columns),
+        planning_pool=a.planning_pool,
         max_seeds=a.max_seeds,
         paper_setting=cfg.scale.name == "paper" and cfg.data.name == "wmt14_en_de",
         pilot_seeds=tuple(pilot),
@@ -64,6 +69,7 @@ def aggregate(cfg: DictConfig) -> dict[str, Any]:
     rows, seeds, pilot = rows_and_seeds(cfg)
     design = design_of(cfg, seeds, pilot)
     raw, averages = Path(cfg.paths.raw), averaged_checkpoints(rows)
+    changed = record.update(Path(cfg.paths.results) / record.FILE, design, pilot, seeds)
     summary = build_tables(
         runs_dir=Path(cfg.paths.runs),
         evals_dir=Path(cfg.paths.evals),
@@ -75,6 +81,7 @@ def aggregate(cfg: DictConfig) -> dict[str, Any]:
         variant=dict(cfg.variant),
         average_last=averages,
         design=design,
+        design_changed=changed,
     )
     # `dvc metrics show` / `dvc exp show` read JSON: the headline numbers of Tables 3 and 2 (full tables: CSV).
     atomic_write_json(
@@ -126,7 +133,8 @@ RESULT_FILES = (
     "sweep.csv",
     "metrics.json",
     "curves.csv",
-    "bleu_by_row.png",
+    "design.json",
+    "claims.png",
     "learning_curves.png",
 )
 

@@ -12,7 +12,7 @@ from aiayn.curve import read_curve
 from aiayn.io import atomic_write_text, read_lines
 from aiayn.report.collect import RunRecord, Seeds, collect_runs, row_settings, seeds_by_row
 from aiayn.report.paper import paper_table3
-from aiayn.report.plots import plot_bleu_by_row, plot_learning_curves
+from aiayn.report.plots import plot_claims, plot_learning_curves
 from aiayn.report.significance import Design
 from aiayn.report.sweep import build_sweep, collect_points, write_sweep
 from aiayn.report.table2 import P100_SUSTAINED_FLOPS, build_table2, write_table2
@@ -80,15 +80,16 @@ def aggregate(
     variant: Mapping[str, Any] | None = None,
     average_last: Mapping[str, int] | None = None,
     design: Design = Design(),
+    design_changed: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """Write table3.{md,csv,tex}, table2.{md,csv,tex}, sweep.{md,csv}, bleu_by_row.png and learning_curves.png.
+    """Write table3.{md,csv,tex}, table2.{md,csv,tex}, sweep.{md,csv}, claims.png and learning_curves.png.
 
     `seeds` is one list for every row or each row's own (a row is compared with base on the seeds both have).
     refs maps a split ("valid", "test") to its reference file. Missing or failed runs are reported, never fatal.
     Evaluations are read from `evals_dir` (default: `runs_dir`). Tables 2 and 3 are of one `variant` (the rows
     themselves by default; `average_last`, each row's own, decides which of its settings name a row's folders:
     aiayn.runspec); the sweep table has every evaluated variant of the rows. `design` is how Table 3 decides its
-    verdicts.
+    verdicts; `design_changed`, how it differs from its study's record (aiayn.report.record), is said in the legend.
     """
     rows, out_dir = list(rows), Path(out_dir)
     seeds = seeds_by_row(rows, seeds)
@@ -103,6 +104,7 @@ def aggregate(
         seeds=describe_seeds(seeds),
         sustained_flops_per_device=sustained_flops_per_device,
         lengths=f"{lengths[0]:.1f}/{lengths[1]:.1f} words",
+        design_changed=list(design_changed),
     )
     table3 = build_table3(records, design)
     table2 = build_table2(records, lengths, sustained_flops_per_device)
@@ -113,7 +115,7 @@ def aggregate(
         *write_table2(table2, out_dir, context),
         *write_sweep(sweep, swept, out_dir),
         write_curves(curves, out_dir / "curves.csv"),
-        plot_bleu_by_row(table3, out_dir / "bleu_by_row.png"),
+        plot_claims(table3, out_dir / "claims.png"),
         plot_learning_curves(curves, out_dir / "learning_curves.png", paper_perplexities(records, context)),
     ]
     return {
