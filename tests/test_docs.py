@@ -31,7 +31,7 @@ def broken_links(doc: Path, root: Path) -> list[str]:
             continue
         path, _, anchor = target.partition("#")
         file = (doc.parent / path).resolve() if path else doc
-        if not file.exists() or root not in file.parents and file != root:
+        if not file.exists() or (root not in file.parents and file != root):
             problems.append(f"{doc.relative_to(root)}: {target} (no such file)")
         elif anchor and file.suffix == ".md" and anchor not in anchors(file.read_text(encoding="utf-8")):
             problems.append(f"{doc.relative_to(root)}: {target} (no such heading in {file.name})")
