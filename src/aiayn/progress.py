@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
+import warnings
 from datetime import timedelta
 
 from tqdm import tqdm
@@ -18,6 +19,22 @@ from tqdm import tqdm
 CANNOT_CHANGE_RESULTS = True
 
 log = logging.getLogger("aiayn.progress")
+
+
+# Other libraries' lines a long job's log has no use for, each silenced at its source: Lightning's banners and tips
+# (GPU/TPU available, the LitLogger tip, "Seed set to", "`Trainer.fit` stopped": INFO through its own loggers) and
+# one deprecation inside Lightning's code that only a Lightning release can fix.
+QUIET_LOGGERS = ("lightning.pytorch", "lightning.fabric")
+QUIET_WARNINGS = (r"`isinstance\(treespec, LeafSpec\)` is deprecated",)  # lightning/pytorch/utilities/_pytree.py
+
+
+def quiet_third_parties() -> None:
+    """Silence the lines above: their loggers at WARNING (Lightning sets INFO when imported, so this runs after),
+    the warnings filtered by message. Warnings and errors of every library still print."""
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
+    for message in QUIET_WARNINGS:
+        warnings.filterwarnings("ignore", message=message)
 
 
 def clock(seconds: float) -> str:

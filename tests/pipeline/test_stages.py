@@ -174,8 +174,9 @@ def test_the_evaluate_stage_starts_without_lightning() -> None:
 
 @pytest.mark.slow  # trains and evaluates once more, for the log's format
 def test_a_run_whose_output_goes_to_a_file_logs_plain_progress_lines(workspace: Path, tmp_path: Path) -> None:
-    """As under dvc repro or SLURM: no progress bar, a line every log_every_steps (step / max, loss, lr, tokens/s,
-    elapsed, ETA), and the evaluate stage's sentences done / total."""
+    """As under dvc repro or SLURM: no progress bar, no banner of Lightning's; with train.progress_every_s=0 a line
+    every log_every_steps (the run, step / max, loss, lr, tokens/s, elapsed, ETA), a summary line at the end, and
+    the evaluate stage's sentences done / total."""
     import os
     import subprocess
     import sys
@@ -183,9 +184,10 @@ def test_a_run_whose_output_goes_to_a_file_logs_plain_progress_lines(workspace: 
     args = [a for a in overrides(workspace) if not a.startswith(("paths.runs", "paths.evals", "trainer.enable"))]
     args += [f"paths.runs={tmp_path}/runs", f"paths.evals={tmp_path}/evals", f"hydra.run.dir={tmp_path}/out"]
     env = dict(os.environ, WANDB_MODE="offline")
-    with open(tmp_path / "train.log", "w") as log:  # a file, not a terminal
+    with open(tmp_path / "train.log", "w") as log:
+        args_train = [*args, "train.progress_every_s=0"]  # a file, not a terminal
         subprocess.run(
-            [sys.executable, str(REPO / "pipeline" / "train.py"), *args],
+            [sys.executable, str(REPO / "pipeline" / "train.py"), *args_train],
             stdout=log,
             stderr=subprocess.STDOUT,
             env=env,
@@ -193,9 +195,13 @@ def test_a_run_whose_output_goes_to_a_file_logs_plain_progress_lines(workspace: 
             timeout=300,
         )
     text = (tmp_path / "train.log").read_text()
-    lines = [line for line in text.splitlines() if " - step " in line]
-    assert [line.split(" - step ")[1].split()[0] for line in lines] == [f"{s}/12" for s in range(2, 13, 2)]
+    lines = [line for line in text.splitlines() if ": step " in line]
+    assert [line.split(": step ")[1].split()[0] for line in lines] == [f"{s}/12" for s in range(2, 13, 2)]
     assert all(k in lines[-1] for k in ("loss", "lr", "tokens/s", "elapsed", "ETA")) and "Epoch 0" not in text
+    assert all(line.split(" - ")[1].startswith(f"{tmp_path}/runs/base/") for line in lines)  # which run
+    assert ": trained 12 steps, dev PPL" in text
+    for banner in ("GPU available", "TPU available", "Tip:", "Seed set to", "LeafSpec", "`Trainer.fit` stopped"):
+        assert banner not in text, banner
     out = subprocess.run(
         [sys.executable, str(REPO / "pipeline" / "evaluate.py"), *args],
         capture_output=True,

@@ -68,7 +68,7 @@ def test_a_sigkilled_run_resumes_to_the_same_metrics(cli, overrides, reference, 
     again = cli("train", args, tmp_path)
     output = again.communicate(timeout=300)[0]
     assert again.returncode == 0, output[-3000:]
-    assert "Restored all states from the checkpoint" in output
+    assert f"{run_dir}: resuming from " in output or "/seed1: resuming from " in output
     assert exact(run_dir) == exact(reference)
     assert not list((run_dir / "checkpoints").glob(".*.tmp"))
 

@@ -17,7 +17,9 @@ from aiayn.report.significance import (
     OWN,
     Design,
     Verdict,
+    family_level,
     kind_of,
+    planning_sd,
     pooled_sd,
     power_difference,
     power_equivalence,
@@ -148,3 +150,26 @@ def test_design_refuses_values_that_cannot_decide():
     ):
         with pytest.raises(ValueError, match=key):
             Design(**bad)
+
+
+def test_power_is_finite_where_scipys_nctdtr_returns_nan():
+    """scipy.special.nctdtr gives NaN at noncentralities of about 40.3-41.5 (scipy 1.17): at an effect 4.05 times its
+    spread the power over 2..100 seeds is finite and rising, and the plan is a number (it was None: "out of reach")."""
+    level = family_level(0.05, 19)
+    powers = power_difference(np.arange(2, 101), 2.1, 2.1 / 4.05, level)
+    assert np.isfinite(powers).all() and (np.diff(powers) >= -1e-12).all()
+    planned = seeds_needed(DIFFERENCE, -2.1, None, 2.1 / 4.05, level)
+    assert planned is not None and planned <= 6
+
+
+def test_the_median_planning_spread_ignores_a_few_wide_rows():
+    """Rows alike at SD 1 over 4 seeds each, three at 4: the median of the variances (over the chi-square median)
+    stays near 1, the pooled mean does not; rows with identical differences (SD 0) are left out."""
+    rng = np.random.default_rng(0)
+    sds = [float(np.std(rng.normal(0, 1, 4), ddof=1)) for _ in range(16)] + [4.0, 4.0, 4.0, 0.0]
+    ns = [4] * len(sds)
+    assert 0.7 < planning_sd(sds, ns, "median") < 1.3
+    assert planning_sd(sds, ns, "pooled") > 1.7
+    assert planning_sd([0.0, 0.0], [4, 4]) is None
+    with pytest.raises(ValueError, match="planning_pool"):
+        planning_sd(sds, ns, "mean")

@@ -21,6 +21,7 @@ from aiayn.config.composition import (
 from aiayn.config.params import Params
 from aiayn.config.resolve import ConfigError
 from aiayn.io import DiskFullError
+from aiayn.progress import quiet_third_parties
 from aiayn.tracking import SECRET_KEY
 
 SEEDS_FROM = "seeds_from="
@@ -83,6 +84,7 @@ def hydra_main(run: Callable[[DictConfig], Any]) -> None:
     except ConfigError as err:
         sys.exit(f"error: {err}")
     register_configs()
+    quiet_third_parties()
 
     def job(cfg: DictConfig) -> Any:
         try:

@@ -102,7 +102,10 @@ class TrainConfig:
     label_smoothing: float = mark(0.1, unit=True)  # eps_ls, section 5.4
     grad_clip: float = mark(0.0, at_least=0, note=" (0: no clipping)")  # as in the paper
     val_every_steps: int = observed(1000, at_least=1)
-    log_every_steps: int = observed(50, at_least=1)
+    log_every_steps: int = observed(50, at_least=1)  # training metrics to the curve and wandb
+    # A progress line in the log at most every so many seconds (at a logging step), and one summary line at the end;
+    # 0: at every logging step
+    progress_every_s: float = observed(30.0, at_least=0)
     ckpt_every_steps: int = averaging(0)  # 0 = off; a checkpoint every K steps
     ckpt_every_minutes: float = averaging(10.0)  # 0 = off; the paper's 10-minute interval (section 6.1)
     # Averaging snapshots every K steps when the resume checkpoint's cadence is coarser; 0: the same cadence.

@@ -30,12 +30,14 @@ def ends_update(trainer: L.Trainer, batch_idx: int) -> bool:
 
 
 class RunProgress(L.Callback):
-    """Counts tokens and wall time, logs train/lr and train/tokens_per_s, and writes a plain progress line at each
-    logging step (step / max, loss, lr, tokens/s, elapsed, ETA): the log of a run whose output goes to a file (dvc
-    repro, SLURM), where no progress bar is drawn."""
+    """Counts tokens and wall time, logs train/lr and train/tokens_per_s at each logging step, and writes a plain
+    progress line (the run, step / max, loss, lr, tokens/s, elapsed, ETA) at a logging step when `every_s` seconds
+    have passed since the last (0: at every one): the log of a run whose output goes to a file (dvc repro, SLURM),
+    where no progress bar is drawn, a few lines a run however many seeds print into it."""
 
-    def __init__(self, log_every_steps: int) -> None:
-        self.log_every_steps = log_every_steps
+    def __init__(self, log_every_steps: int, every_s: float = 0.0, label: str = "") -> None:
+        self.log_every_steps, self.every_s, self.label = log_every_steps, every_s, label
+        self._last_line = time.perf_counter()
         self.tokens = {"src": 0, "tgt": 0}
         self.wall_time_s = 0.0  # across resumes
         self._t0 = self._window_t0 = time.perf_counter()
@@ -44,7 +46,7 @@ class RunProgress(L.Callback):
         self._start_step = 0
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self._t0 = self._window_t0 = time.perf_counter()
+        self._t0 = self._window_t0 = self._last_line = time.perf_counter()
         self._start_step = trainer.global_step  # a resumed run's ETA counts only the steps this process trains
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
@@ -61,10 +63,11 @@ class RunProgress(L.Callback):
             pl_module.log("train/tokens_per_s", tokens_per_s)
             pl_module.log("train/lr", lr)
             self._window_t0, self._window_tokens = now, 0
-            if trainer.is_global_zero:
-                session = now - self._t0
+            if trainer.is_global_zero and now - self._last_line >= self.every_s:
+                self._last_line, session = now, now - self._t0
                 log.info(
-                    "step %d/%d  loss %.4f  lr %.3g  tokens/s %.0f  elapsed %s  ETA %s",
+                    "%sstep %d/%d  loss %.4f  lr %.3g  tokens/s %.0f  elapsed %s  ETA %s",
+                    f"{self.label}: " if self.label else "",
                     step,
                     trainer.max_steps,
                     float(self._train_loss),

@@ -22,7 +22,7 @@ from aiayn.config.resolve import plain
 from aiayn.data.datamodule import TranslationDataModule
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.io import atomic_write_json, atomic_write_text, read_json
-from aiayn.progress import on_terminal
+from aiayn.progress import clock, on_terminal
 from aiayn.runspec import RunSpec
 from aiayn.train.callbacks import CurveWriter, RngState, RunProgress
 from aiayn.train.checkpointing import AtomicCheckpointIO, Checkpointer, lock_run_dir, resume_checkpoint, stored_step
@@ -104,7 +104,9 @@ def _train(cfg: DictConfig, spec: RunSpec) -> dict[str, Any]:
     if ckpt_path is not None and summary_file.is_file() and stored_step(ckpt_path) >= cfg.train.max_steps:
         log.info("%s: already trained to step %d; skipping (train.resume=false retrains)", run_dir, cfg.train.max_steps)
         return read_json(summary_file)
-    progress = RunProgress(cfg.train.log_every_steps)
+    if ckpt_path is not None:
+        log.info("%s: resuming from %s at step %d", run_dir, ckpt_path, stored_step(ckpt_path))
+    progress = RunProgress(cfg.train.log_every_steps, cfg.train.progress_every_s, str(run_dir))
     curve = CurveWriter(run_dir / runspec.CURVE, cfg.train.log_every_steps)
     accumulate = batches.accumulate
     # The same wandb run for the same fingerprint: a killed or requeued run continues its history.
@@ -151,6 +153,15 @@ def _train(cfg: DictConfig, spec: RunSpec) -> dict[str, Any]:
         summary = _summary(cfg, trainer, module, datamodule, progress, tokenizer, batches)
         if trainer.is_global_zero:
             atomic_write_json(summary_file, summary)
+            log.info(
+                "%s: trained %d steps, dev PPL %.4g, loss %.4f, %s (%.0f tokens/s)",
+                run_dir,
+                summary["steps"],
+                summary.get("val_ppl") or float("nan"),
+                summary.get("train_loss") or float("nan"),
+                clock(summary["wall_time_s"]),
+                (summary["tokens_seen"]["src"] + summary["tokens_seen"]["tgt"]) / max(summary["wall_time_s"], 1e-9),
+            )
             tracking.safe_log(wandb_run, {f"final/{k}": v for k, v in summary.items() if isinstance(v, float)})
             tracking.log_output(wandb_run, tracking.checkpoint_artifact(cfg))
     finally:

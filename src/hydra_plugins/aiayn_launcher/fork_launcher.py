@@ -87,9 +87,14 @@ class ForkLauncher(Launcher):
         if why_not is not None:
             return self._joblib(job_overrides, initial_job_idx, why_not)
         jobs = min(self.n_jobs, len(job_overrides))
-        log.info(f"Forking {len(job_overrides)} job(s), {jobs} at a time; sweep output dir: {sweep_dir}")
+        # One line for the sweep (what differs between its jobs); each job's whole override list at DEBUG.
+        differ = [
+            " ".join(o for o in filter_overrides(overrides) if not all(o in other for other in job_overrides))
+            for overrides in job_overrides
+        ]
+        log.info(f"Forking {len(job_overrides)} job(s), {jobs} at a time ({', '.join(differ)}) into {sweep_dir}")
         for idx, overrides in enumerate(job_overrides):
-            log.info(f"\t#{initial_job_idx + idx} : {' '.join(filter_overrides(overrides))}")
+            log.debug(f"\t#{initial_job_idx + idx} : {' '.join(filter_overrides(overrides))}")
         JOBS.update(
             context=self.hydra_context,
             config=self.config,
