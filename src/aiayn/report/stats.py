@@ -90,3 +90,16 @@ def paired_test(a: Mapping[int, float], b: Mapping[int, float], level: float = 0
     ci = mean_ci(diff, level)
     p = 2 * float(special.stdtr(n - 1, -abs(mean_diff) / (sd / math.sqrt(n))))
     return PairedResult(mean_diff, ci.low, ci.high, p, n, sd, diffs)
+
+
+def score_columns(bleu: CI, log_ppl: CI) -> dict[str, float | None]:
+    """The score columns Table 3 and the sweep share: dev BLEU's mean and 95% interval, and PPL's geometric mean and
+    interval back from log PPL."""
+    return dict(
+        bleu_mean=bleu.mean,
+        bleu_ci95_low=bleu.low,
+        bleu_ci95_high=bleu.high,
+        ppl_gmean=exp_or_none(log_ppl.mean),
+        ppl_ci95_low=exp_or_none(log_ppl.low),
+        ppl_ci95_high=exp_or_none(log_ppl.high),
+    )

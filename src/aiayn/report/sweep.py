@@ -26,7 +26,7 @@ from aiayn.report.formats import (
     markdown_table,
     shown,
 )
-from aiayn.report.stats import exp_or_none, mean_ci, paired_test
+from aiayn.report.stats import exp_or_none, mean_ci, paired_test, score_columns
 
 ROW_ITSELF = "(row)"  # the variant column of a row's own runs
 
@@ -76,12 +76,7 @@ def build_sweep(points: Sequence[Point]) -> tuple[list[dict[str, Any]], list[str
             variant=p.folder.rstrip("/") or ROW_ITSELF,
             n_seeds=len(p.bleu),
             seeds=" ".join(map(str, sorted(p.bleu))),
-            bleu_mean=bleu.mean,
-            bleu_ci95_low=bleu.low,
-            bleu_ci95_high=bleu.high,
-            ppl_gmean=exp_or_none(log_ppl.mean),
-            ppl_ci95_low=exp_or_none(log_ppl.low),
-            ppl_ci95_high=exp_or_none(log_ppl.high),
+            **score_columns(bleu, log_ppl),
             reference=ref.folder.rstrip("/") or ROW_ITSELF,
         )
         line.update({f"set.{k}": p.variant.get(k) for k in keys})

@@ -29,7 +29,7 @@ from aiayn.report.formats import (
 )
 from aiayn.report.paper import paper_table3
 from aiayn.report.significance import SEEDS_UP_TO, Design
-from aiayn.report.stats import exp_or_none, mean_ci
+from aiayn.report.stats import exp_or_none, mean_ci, score_columns
 
 __all__ = ["BASE", "build_table3", "table3_metrics", "write_table3"]
 
@@ -92,12 +92,7 @@ def build_table3(records: Sequence[RunRecord], design: Design = Design()) -> lis
                 row=name,
                 n_seeds=len(ok),
                 seeds=" ".join(str(r.seed) for r in ok),
-                bleu_mean=bleu_ci.mean,
-                bleu_ci95_low=bleu_ci.low,
-                bleu_ci95_high=bleu_ci.high,
-                ppl_gmean=exp_or_none(log_ppl_ci.mean),
-                ppl_ci95_low=exp_or_none(log_ppl_ci.low),
-                ppl_ci95_high=exp_or_none(log_ppl_ci.high),
+                **score_columns(bleu_ci, log_ppl_ci),
                 params_m=params.mean,
                 checkpoints_averaged=" ".join(map(str, averaged)) or None,
                 effect_of_interest_paper=meta.get("effect_of_interest"),
