@@ -19,5 +19,10 @@ def run(params_file: str = PARAMS_FILE, out_dir: str = OUT_DIR) -> dict[str, lis
 
 
 if __name__ == "__main__":
-    for row, seeds in run().items():
-        print(f"{OUT_DIR}/{row}.yaml: seeds {' '.join(map(str, seeds))}")
+    # One line for the rows that share a seed list, e.g. "seeds/{base,A1,...}.yaml: seeds 1 2 3 4" (20 rows).
+    by_list: dict[tuple[int, ...], list[str]] = {}
+    for row, row_seeds in run().items():
+        by_list.setdefault(tuple(row_seeds), []).append(row)
+    for shared, rows in by_list.items():
+        names = rows[0] if len(rows) == 1 else "{" + ",".join(rows) + "}"
+        print(f"{OUT_DIR}/{names}.yaml: seeds {' '.join(map(str, shared))} ({len(rows)} row{'s' * (len(rows) > 1)})")

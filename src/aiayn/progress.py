@@ -60,12 +60,20 @@ def byte_bar(total: int | None, desc: str, progress: bool, initial: int = 0) -> 
 
 
 class Progress:
-    """Counts work done towards `total` and logs a progress line at most every `every_s` seconds."""
+    """Counts work done towards `total` and logs a progress line at most every `every_s` seconds, and one at the end
+    (with `always_last=False` only when a line came before: a job whose caller sums it up in its own line)."""
 
     def __init__(
-        self, what: str, total: int | None, unit: str, every_s: float = 30.0, logger: logging.Logger = log
+        self,
+        what: str,
+        total: int | None,
+        unit: str,
+        every_s: float = 30.0,
+        logger: logging.Logger = log,
+        always_last: bool = True,
     ) -> None:
         self.what, self.total, self.unit, self.every_s, self.log = what, total, unit, every_s, logger
+        self.always_last, self.lines = always_last, 0
         self.done = 0
         self._t0 = self._last = time.perf_counter()
 
@@ -78,9 +86,11 @@ class Progress:
 
     def finish(self) -> None:
         """The last line: everything done, the average rate."""
-        self._line(time.perf_counter())
+        if self.always_last or self.lines:
+            self._line(time.perf_counter())
 
     def _line(self, now: float) -> None:
+        self.lines += 1
         elapsed = now - self._t0
         rate = self.done / max(elapsed, 1e-9)
         if self.total:

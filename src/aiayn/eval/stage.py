@@ -91,6 +91,16 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
                 with autocast(result["precision"], device):
                     result[section]["ppl"] = dev_perplexity(model, _to(batches, device), tokenizer.pad_id)
         atomic_write_json(spec.eval_dir / runspec.EVAL, result)
+        log.info(
+            "%s: %s",
+            spec.eval_dir,
+            "; ".join(
+                f"{section} BLEU {result[section]['bleu']:.2f}"
+                + (f", PPL {result[section]['ppl']:.4g}" if "ppl" in result[section] else "")
+                + f" ({result[section]['n_sentences']} sentences, {result[section]['sentences_per_s']:.0f}/s)"
+                for section, split in sections
+            ),
+        )
         tracking.safe_log(
             wandb_run,
             {

@@ -155,5 +155,6 @@ def search_with(
             batch_tokens=cfg.decode.batch_tokens,
             device=device,
             compact_every=cfg.decode.compact_every,
-            progress=Progress(f"{what} ({cfg.decode.strategy})", len(sentences), "sentences"),
+            # The evaluate stage sums a run up in one line; a long decode (WMT's test sets) still reports progress.
+            progress=Progress(f"{what} ({cfg.decode.strategy})", len(sentences), "sentences", always_last=False),
         )
