@@ -44,7 +44,7 @@ def test_jobs_run_in_forks_of_the_launching_process_without_deadlock(tmp_path: P
     )
     (tmp_path / "app.py").write_text(APP)
     proc = subprocess.run(
-        [sys.executable, "app.py", "-m", "seed=1,2,3,4", f"out={tmp_path}"],
+        [sys.executable, "app.py", "-m", "seed=1,2,3,4", "hydra.verbose=true", f"out={tmp_path}"],
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -52,7 +52,7 @@ def test_jobs_run_in_forks_of_the_launching_process_without_deadlock(tmp_path: P
         env=dict(os.environ, HYDRA_FULL_ERROR="1"),
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "Forking 4 job(s), 2 at a time" in proc.stdout + proc.stderr
+    assert "Forking 4 job(s), 2 at a time" in proc.stdout + proc.stderr  # at DEBUG: hydra.verbose
     parent = json.loads((tmp_path / "parent.json").read_text())["pid"]
     jobs = [json.loads((tmp_path / f"job{seed}.json").read_text()) for seed in (1, 2, 3, 4)]
     assert all(j["finite"] and j["inherited"] for j in jobs)

@@ -66,7 +66,7 @@ def encode_split(
     tmps = {k: _tmp_beside(p) for k, p in paths.items()}
     src_lens: list[np.ndarray] = []
     tgt_lens: list[np.ndarray] = []
-    lines = Progress(f"encode {prefix.name}", None, "pairs")
+    lines = Progress(f"encode {prefix.name}", None, "pairs", always_last=False)  # the "encoded" line sums it up
     try:
         with open(tmps["src.bin"], "wb") as fs, open(tmps["tgt.bin"], "wb") as ft:
             for src, tgt in _chunks(src_file, tgt_file, batch_lines):

@@ -87,12 +87,13 @@ class ForkLauncher(Launcher):
         if why_not is not None:
             return self._joblib(job_overrides, initial_job_idx, why_not)
         jobs = min(self.n_jobs, len(job_overrides))
-        # One line for the sweep (what differs between its jobs); each job's whole override list at DEBUG.
+        # At DEBUG: each job names itself in its own lines (a training run's progress and summary, an evaluation's
+        # scores), and under DVC the stage's command says which seeds; a default `dvc repro` has 40 such sweeps.
         differ = [
             " ".join(o for o in filter_overrides(overrides) if not all(o in other for other in job_overrides))
             for overrides in job_overrides
         ]
-        log.info(f"Forking {len(job_overrides)} job(s), {jobs} at a time ({', '.join(differ)}) into {sweep_dir}")
+        log.debug(f"Forking {len(job_overrides)} job(s), {jobs} at a time ({', '.join(differ)}) into {sweep_dir}")
         for idx, overrides in enumerate(job_overrides):
             log.debug(f"\t#{initial_job_idx + idx} : {' '.join(filter_overrides(overrides))}")
         JOBS.update(
