@@ -154,3 +154,25 @@ def test_source_order_groups_by_source_length_as_fairseq_and_keeps_the_budget():
     assert spread["source"]["src"] < spread["longer"]["src"] and spread["longer"]["tgt"] < spread["source"]["tgt"]
     with pytest.raises(ValueError, match="batch order"):
         TokenBatchSampler(src, tgt, 600, order="target")
+
+
+@pytest.mark.parametrize("order", ["longer", "source"])
+def test_real_budget_counts_real_tokens_and_fills_batches_that_padding_would_cut(order):
+    """budget="real": each side's real tokens stay within max_tokens (a batch cut only where the next sentence
+    would pass it), every example once; the same sort holds more real target tokens a batch than "padded"."""
+    src, tgt = _lens(n=4000, seed=5)
+    src[11], tgt[11] = 700, 3  # over-long example: a batch of its own
+    real_tgt = {}
+    for budget in ("padded", "real"):
+        batches = list(TokenBatchSampler(src, tgt, max_tokens=600, seed=1, order=order, budget=budget))
+        assert sorted(i for b in batches for i in b) == list(range(len(src)))
+        real_tgt[budget] = np.mean([tgt[b].sum() for b in batches])
+        if budget == "real":
+            assert all(max(src[b].sum(), tgt[b].sum()) <= 600 for b in batches if b != [11])
+            assert [11] in batches
+            # cut only where needed: the batch served next in sorted order would not have fit another sentence
+            sizes = sorted(max(src[b].sum(), tgt[b].sum()) for b in batches if b != [11])
+            assert sizes[len(sizes) // 2] > 600 - 2 * 60
+    assert real_tgt["real"] > real_tgt["padded"]
+    with pytest.raises(ValueError, match="batch budget"):
+        TokenBatchSampler(src, tgt, 600, budget="target")

@@ -91,9 +91,10 @@ class TrainConfig:
     # batches, with more padding.
     length_bucket: int = mark(0, at_least=0, note=" (0: lengths as they are)")
     # Which length a training batch's sentences share (aiayn.data.batching): "longer" side first, or "source" first
-    # as fairseq orders them (target lengths then vary within a batch). Departure: see
-    # docs/departures.md#token-budget-with-padding
+    # as fairseq orders them (target lengths then vary within a batch); and what the budget counts: "padded"
+    # positions (sentences x longest, per side) or "real" tokens. Departure: see docs/departures.md#token-budget
     batch_order: str = choice("longer", "source")
+    batch_budget: str = choice("padded", "real")
     lr_factor: float = mark(1.0, positive=True)  # multiplies Eq. 3; 1.0 is the paper
     warmup_steps: int = relative(4000)
     adam_beta1: float = mark(0.9, unit=True)

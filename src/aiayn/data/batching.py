@@ -1,8 +1,10 @@
 """Token-count batches of similar-length pairs (section 5.1: "batched together by approximate sequence length").
 
-Each batch holds about `max_tokens` source and `max_tokens` target tokens counted WITH padding
-(batch size x longest sequence, per side), so memory per step is bounded. A single example longer than
-`max_tokens` forms a batch of its own rather than being dropped.
+Each batch holds about `max_tokens` source and `max_tokens` target tokens. The budget (train.batch_budget) counts
+them WITH padding ("padded": batch size x longest sequence, per side), so memory per step is bounded, or as real
+tokens ("real": the sum of the sentences' lengths, per side), so every update sees the same amount of text whatever
+the sort leaves as padding. A single example longer than `max_tokens` forms a batch of its own rather than being
+dropped.
 
 Which length the sort puts first is `order` (train.batch_order): "longer" sorts by (longer side, target, source),
 so a batch's target lengths are nearly equal; "source" sorts by (source, target), as fairseq's LanguagePairDataset
@@ -31,23 +33,33 @@ def round_up(lengths, bucket: int):
     return lengths if bucket <= 1 else -(-lengths // bucket) * bucket
 
 
-def _greedy_batches(order: np.ndarray, src_lens: np.ndarray, tgt_lens: np.ndarray, max_tokens: int) -> list:
-    """Cut `order` (already length-sorted) into consecutive batches whose padded size fits `max_tokens`."""
-    batches, start, max_s, max_t = [], 0, 0, 0
+def _greedy_batches(
+    order: np.ndarray, src_lens: np.ndarray, tgt_lens: np.ndarray, max_tokens: int, budget: str = "padded"
+) -> list:
+    """Cut `order` (already length-sorted) into consecutive batches whose size fits `max_tokens` on each side:
+    padded positions (sentences x longest) or real tokens (the sum of lengths), as `budget` says."""
+    batches, start, size_s, size_t = [], 0, 0, 0
     src, tgt = src_lens[order].tolist(), tgt_lens[order].tolist()
+    real = budget == "real"
     for i in range(len(order)):
-        # Departure: see docs/departures.md#token-budget-with-padding (the budget counts padded positions)
-        s, t = max(max_s, src[i]), max(max_t, tgt[i])
-        if i > start and (i + 1 - start) * max(s, t) > max_tokens:
+        # Departure: see docs/departures.md#token-budget (what the budget counts, and the default's choice)
+        if real:  # running sums of each side's real tokens
+            s, t = size_s + src[i], size_t + tgt[i]
+            over = max(s, t) > max_tokens
+        else:  # running maxima: the padded size is sentences x the longest
+            s, t = max(size_s, src[i]), max(size_t, tgt[i])
+            over = (i + 1 - start) * max(s, t) > max_tokens
+        if i > start and over:
             batches.append(order[start:i])
             start, s, t = i, src[i], tgt[i]
-        max_s, max_t = s, t
+        size_s, size_t = s, t
     if start < len(order):
         batches.append(order[start:])
     return batches
 
 
 ORDERS = ("longer", "source")  # what a batch's sentences share most: the longer side's length, or the source's
+BUDGETS = ("padded", "real")  # what max_tokens counts: padded positions, or real tokens (per side)
 
 
 class TokenBatchSampler:
@@ -55,8 +67,8 @@ class TokenBatchSampler:
 
     Each epoch: a (seed, epoch)-seeded permutation is cut into windows of `sort_window` examples, each window is
     sorted by length (rounded up to `bucket`; `order`: (max, tgt, src) or (src, tgt)) and cut into token-budgeted
-    batches, and the batch order is shuffled. The epoch counter advances by itself on every new `__iter__`
-    (Lightning does not call `set_epoch` on batch samplers).
+    batches (`budget`: padded positions or real tokens), and the batch order is shuffled. The epoch counter
+    advances by itself on every new `__iter__` (Lightning does not call `set_epoch` on batch samplers).
     """
 
     def __init__(
@@ -72,9 +84,12 @@ class TokenBatchSampler:
         sort_window: int = 1 << 20,
         bucket: int = 0,
         order: str = "longer",
+        budget: str = "padded",
     ):
         if order not in ORDERS:
             raise ValueError(f"batch order must be one of {ORDERS}, got {order!r}")
+        if budget not in BUDGETS:
+            raise ValueError(f"batch budget must be one of {BUDGETS}, got {budget!r}")
         if bucket < 0:
             raise ValueError(f"length bucket must be >= 0, got {bucket}")
         # Lengths as the batch's tensors will have them: rounded up to the bucket (the collate pads to it).
@@ -86,7 +101,7 @@ class TokenBatchSampler:
             raise ValueError(f"rank {rank} not in [0, num_replicas={num_replicas})")
         self.max_tokens, self.shuffle, self.seed = int(max_tokens), shuffle, seed
         self.drop_last, self.num_replicas, self.rank, self.sort_window = drop_last, num_replicas, rank, sort_window
-        self.order = order
+        self.order, self.budget = order, budget
         self.epoch, self._start, self._fresh = 0, 0, True
         self._cache: tuple[int, list] | None = None
 
@@ -104,7 +119,7 @@ class TokenBatchSampler:
             s, t = self.src_lens[window], self.tgt_lens[window]
             keys = (s, t, np.maximum(s, t)) if self.order == "longer" else (t, s)
             window = window[np.lexsort(keys)]
-            batches += _greedy_batches(window, self.src_lens, self.tgt_lens, self.max_tokens)
+            batches += _greedy_batches(window, self.src_lens, self.tgt_lens, self.max_tokens, self.budget)
         if self.shuffle:
             batches = [batches[i] for i in rng.permutation(len(batches))]
         return batches

@@ -31,9 +31,11 @@ class TranslationDataModule(L.LightningDataModule):
         val_max_tokens: int | None = None,
         length_bucket: int = 0,
         batch_order: str = "longer",
+        batch_budget: str = "padded",
     ):
         super().__init__()
         self.batch_order = batch_order  # training batches' sort (aiayn.data.batching.ORDERS)
+        self.batch_budget = batch_budget  # what training batches' max_tokens counts (aiayn.data.batching.BUDGETS)
         self.length_bucket = length_bucket  # lengths rounded up to a multiple of it, in batching and padding
         self.bpe_dir, self.max_tokens, self.seed, self.num_workers = Path(bpe_dir), max_tokens, seed, num_workers
         self.train_split, self.val_split = train_split, val_split
@@ -85,6 +87,7 @@ class TranslationDataModule(L.LightningDataModule):
             rank=rank,
             bucket=self.length_bucket,
             order=self.batch_order if shuffle else "longer",  # validation: fullest batches, in a fixed order
+            budget=self.batch_budget if shuffle else "padded",  # validation: memory bounded
         )
 
     def train_dataloader(self) -> DataLoader:

@@ -89,6 +89,7 @@ def _train(cfg: DictConfig, spec: RunSpec) -> dict[str, Any]:
         val_max_tokens=cfg.train.max_tokens,
         length_bucket=cfg.train.length_bucket,
         batch_order=cfg.train.batch_order,
+        batch_budget=cfg.train.batch_budget,
     )
     module = TranslationModule(
         model=plain(cfg.model),
