@@ -3,21 +3,22 @@
 Every system trains on the same Multi30k EN->DE data with the same joint sentencepiece BPE (the pipeline's own
 fetch and bpe stages, run once into the work folder: `data=multi30k`, the published train, val as dev and
 test2016 as test), the same hyperparameters and the same number of updates, with >= 5 seeds each, and is scored
-the same way: dev perplexity (per subword, no label smoothing), greedy sacreBLEU on dev and test, and the output's
-length over the reference's.
+the same way: dev perplexity (per subword, no label smoothing), greedy sacreBLEU on dev and test, the output's
+length over the reference's, and the real target tokens each update and each second saw.
 
-- `pipeline-longer`, `pipeline-source`: `pipeline/train.py` then `pipeline/evaluate.py decode=greedy`, run as the
-  DVC stages run them (Hydra overrides, Lightning, the library's data, model, loss and decoding), with
-  `train.batch_order` longer or source; `pipeline` is the one of the shipped default.
-- `reference-fairseq` (the reference of the RESULT lines): `reference_train` below, a plain loop as a PyTorch
-  user writes it: `nn.Transformer` (post-LN) with dropout only where the paper puts it (each sub-layer's output and
-  the embeddings: its attention-weight and feed-forward dropout off), one embedding matrix shared three ways and
-  multiplied by sqrt(d_model), sinusoids, a boolean causal mask, `F.cross_entropy(label_smoothing=0.1)`, Adam
-  (0.9, 0.98, 1e-9) with Eq. 3, batches as fairseq builds them (sorted by source then target length, cut at
-  `batch_tokens` padded positions), greedy decoding that never emits pad or BOS, up to source length + 50.
-- `reference-paper-dropout`: the same with batches cut at ~`batch_tokens` real target tokens from data sorted by
-  target length; `reference`: that with nn.Transformer's own dropout everywhere, a float mask and unrestricted
-  greedy. The three measure each change on its own.
+- `pipeline-longer`, `pipeline-source`, `pipeline-longer-real`, `pipeline-source-real`: `pipeline/train.py` then
+  `pipeline/evaluate.py decode=greedy`, run as the DVC stages run them (Hydra overrides, Lightning, the library's
+  data, model, loss and decoding), with `train.batch_order` longer or source and `train.batch_budget` padded or
+  real; `pipeline` is the one of the shipped default.
+- `reference-fairseq`: `reference_train` below, a plain loop as a PyTorch user writes it: `nn.Transformer`
+  (post-LN) with dropout only where the paper puts it (each sub-layer's output and the embeddings: its
+  attention-weight and feed-forward dropout off), one embedding matrix shared three ways and multiplied by
+  sqrt(d_model), sinusoids, a boolean causal mask, `F.cross_entropy(label_smoothing=0.1)`, Adam (0.9, 0.98, 1e-9)
+  with Eq. 3, batches as fairseq builds them (sorted by source then target length, cut at `batch_tokens` padded
+  positions), greedy decoding that never emits pad or BOS, up to source length + 50.
+- `reference-source`: the same with batches sorted by source length cut at `batch_tokens` real target tokens;
+  `reference-paper-dropout`: sorted by target length, cut at real target tokens; `reference`: that with
+  nn.Transformer's own dropout everywhere, a float mask and unrestricted greedy. Each measures one change.
 
 Diagnosis systems (`--systems`) swap one part of `reference` for the library's, one at a time, to locate a gap:
 `plain+model` (aiayn's Transformer with its default init in the plain loop), `plain+model-xavier` (the same with
@@ -25,17 +26,24 @@ plain per-projection Xavier for W_Q, W_K, W_V), `plain+model+loss` (aiayn's V-2 
 `plain+model+loss+batches` (aiayn's TokenBatchSampler), and `pipeline-xavier` (the pipeline with
 `model.qkv_init_gain=1`). Anything else is passed as extra Hydra overrides: `pipeline:key=v,...`.
 
-    python bench/learning_parity.py --quick                 # small model, 400 updates, 5 systems x 5 seeds
-    python bench/learning_parity.py --systems pipeline-source reference-fairseq   # d_model 256, 700 updates
+Settings: `learn` (the default: d_model 128, 2+2 layers, 600 updates of 2000 tokens, warmup 150, lr factor 1; the
+references reach dev PPL ~22, ~6 min a run on one core of a 2-core machine), `--full` (d_model 256, 3+3 layers,
+700 updates, the paper's warmup of 4000, lr factor 2: issue 39's trial, ~15 min a run on 2 cores) and `--quick`
+(a smoke run: the learning rate never leaves its warmup, so nothing is compared after learning).
+
+    python bench/learning_parity.py --data DIR              # DIR: plain train.{en,de}, val.{en,de} (Multi30k's)
+    python bench/learning_parity.py --systems pipeline reference-source --full
     python bench/learning_parity.py --quick --mirror DIR    # offline: DIR holds multi30k-{train,val,...}.gz
     python bench/learning_parity.py --steps 10000 --device cuda   # to convergence on a GPU
 
 Finished runs are kept in the work folder (`--workdir`, default bench/.parity/<mode>-<steps>) and reused, so a
 killed or extended bench (more seeds, more systems) only trains what is missing. Prints each system's mean ± 95%
 interval and per-seed values, then every pipeline − reference difference with its Welch 95% interval (dev PPL as a
-ratio, from log PPL; two pipeline systems also paired by seed, as they start from the same weights), and ends with
-the comparison of `pipeline` and `--against` (reference-fairseq):
-`RESULT parity_ppl_ratio_upper` (the interval's upper end), `parity_within_margin` (1 when it is <= 1.03: a
+ratio, from log PPL) per update and per real target token (each run's dev PPL after the fewest real target tokens
+any run saw, interpolated on its dev PPL at 50, 75 and 100% of the updates), two pipeline systems also paired by seed
+(they start from the same weights), and ends with the comparison of `pipeline` and `--against` (default: the
+reference with the paper's dropout whose mean dev PPL is lowest): `RESULT parity_ppl_ratio_per_token_upper`,
+`parity_ppl_ratio_upper` (the per-update interval's upper end), `parity_within_margin` (1 when it is <= 1.03: a
 pipeline worse by more than 3% per update is excluded), `parity_bleu_diff_low`, `parity_test_bleu_ratio`,
 `parity_ppl_ratio` and, last, `parity_bleu_ratio` (means' ratios).
 """
