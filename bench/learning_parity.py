@@ -27,9 +27,10 @@ plain per-projection Xavier for W_Q, W_K, W_V), `plain+model+loss` (aiayn's V-2 
 `model.qkv_init_gain=1`). Anything else is passed as extra Hydra overrides: `pipeline:key=v,...`.
 
 Settings: `learn` (the default: d_model 128, 2+2 layers, 600 updates of 2000 tokens, warmup 150, lr factor 1; the
-references reach dev PPL ~22, ~6 min a run on one core of a 2-core machine), `--full` (d_model 256, 3+3 layers,
-700 updates, the paper's warmup of 4000, lr factor 2: issue 39's trial, ~15 min a run on 2 cores) and `--quick`
-(a smoke run: the learning rate never leaves its warmup, so nothing is compared after learning).
+systems end at dev PPL 18-28, a run's batches and seed moving it as much as the system; 5-12 min a run on one
+core of a 2-core machine), `--full` (d_model 256, 3+3 layers, 700 updates, the paper's warmup of 4000, lr factor 2:
+issue 39's trial, ~15 min a run on 2 cores) and `--quick` (a smoke run: the learning rate never leaves its warmup,
+so nothing is compared after learning).
 
     python bench/learning_parity.py --data DIR              # DIR: plain train.{en,de}, val.{en,de} (Multi30k's)
     python bench/learning_parity.py --systems pipeline reference-source --full
@@ -69,7 +70,7 @@ from aiayn.runspec import RunSpec
 REPO = Path(__file__).resolve().parents[1]
 
 # `learn` (the default): a setting where every system learns (warmup a quarter of the updates, dev PPL well below
-# 40), a few minutes a run on one core; `full`: the setting of issue 39's trial (d_model 256, the paper's warmup of
+# 40), 5-12 minutes a run on one core; `full`: the setting of issue 39's trial (d_model 256, the paper's warmup of
 # 4000 over 700 updates), about 15 minutes a run on 2 cores; `quick`: a smoke run (the learning rate never leaves
 # its warmup, so the systems are compared before they have learned: not a parity measurement).
 COMMON = dict(batch_tokens=2000, dropout=0.1, label_smoothing=0.1, vocab=8000)
