@@ -433,6 +433,7 @@ def pipeline_train(workdir: str, seed: int, setting: dict, system: str, device: 
             [sys.executable, str(REPO / "pipeline" / f"{stage}.py"), *overrides, *extra],
             cwd=workdir,
             env=env,
+            preexec_fn=die_with_parent,
             capture_output=True,
             text=True,
         )
@@ -480,6 +481,34 @@ def pipeline_train(workdir: str, seed: int, setting: dict, system: str, device: 
         "test_bleu": ev["test"]["bleu"],
         **ratios,
     }
+
+
+def check_workdir(workdir: Path, setting: dict) -> None:
+    """Create `workdir` for `setting`, or check that the runs it keeps were trained at `setting`: its finished runs
+    are reused by name, so a folder of another setting would mix two settings in one table."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    record = workdir / "setting.json"
+    if not record.is_file():
+        if any((workdir / "results").glob("*.json")):
+            sys.exit(f"error: {workdir} holds results but no setting.json: pass another --workdir")
+        tmp = record.with_suffix(".tmp")
+        tmp.write_text(json.dumps(setting, indent=1))
+        os.replace(tmp, record)
+        return
+    kept = json.loads(record.read_text())
+    differ = sorted(k for k in {*kept, *setting} if kept.get(k) != setting.get(k))
+    if differ:
+        said = ", ".join(f"{k}: {kept.get(k)!r} there, {setting.get(k)!r} here" for k in differ)
+        sys.exit(f"error: {record} was trained at another setting ({said}); pass another --workdir")
+
+
+def die_with_parent() -> None:
+    """A pool worker (and the stages it starts) ends when the bench does, killed or not (Linux; elsewhere a no-op)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 def slug(system: str) -> str:
@@ -670,6 +699,8 @@ def main() -> None:
     )
     parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3, 4, 5])
     parser.add_argument("--steps", type=int, help="override the setting's number of updates")
+    parser.add_argument("--lr-factor", type=float, help="override the setting's learning-rate factor (Eq. 3)")
+    parser.add_argument("--warmup", type=int, help="override the setting's warmup updates")
     parser.add_argument(
         "--mirror", help="a folder (or URL) holding data=multi30k's .gz files under their cache names (offline)"
     )
@@ -702,10 +733,13 @@ def main() -> None:
     mode = "quick" if args.quick else "full" if args.full else "learn"
     setting = dict(SETTINGS[mode])
     setting["data"] = data_overrides(args.data and args.data.resolve(), args.mirror)
-    if args.steps:
-        setting["steps"] = args.steps
-    workdir = (args.workdir or REPO / "bench" / ".parity" / f"{mode}-{setting['steps']}").resolve()
-    workdir.mkdir(parents=True, exist_ok=True)
+    overridden = {"steps": args.steps, "lr_factor": args.lr_factor, "warmup": args.warmup}
+    setting.update({k: v for k, v in overridden.items() if v is not None})
+    name = f"{mode}-{setting['steps']}" + "".join(
+        f"-{k}{v}" for k, v in overridden.items() if k != "steps" and v is not None and v != SETTINGS[mode][k]
+    )
+    workdir = (args.workdir or REPO / "bench" / ".parity" / name).resolve()
+    check_workdir(workdir, setting)
     # Small models leave a GPU mostly idle: three runs share it well.
     jobs = args.jobs or (3 if args.device == "cuda" else max(1, min(len(os.sched_getaffinity(0)), 4)))
     threads = max(1, len(os.sched_getaffinity(0)) // jobs) if args.device == "cpu" else 4
@@ -727,7 +761,7 @@ def main() -> None:
             elif not args.report_only:
                 todo.append((system, seed, cached))
     ctx = multiprocessing.get_context("spawn")
-    with cf.ProcessPoolExecutor(jobs, mp_context=ctx) as pool:
+    with cf.ProcessPoolExecutor(jobs, mp_context=ctx, initializer=die_with_parent) as pool:
         futures = {
             pool.submit(run_one, str(workdir), seed, setting, system, args.device, threads): (system, seed, out)
             for system, seed, out in todo
