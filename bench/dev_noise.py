@@ -39,7 +39,7 @@ def main() -> None:
         sys.exit(f"error: {evals}/base not found: run `dvc repro` in {args.repo} first")
 
     def run(row: str, seed: int) -> tuple[list[str], float] | None:
-        folder = RunSpec.for_row(row, seed, {}, 0, args.repo / "runs", evals).eval_dir
+        folder = RunSpec.for_row(row, seed, {}, args.repo / "runs", evals).eval_dir
         hyps, result = folder / "hyps.valid.txt", folder / "eval.json"
         if not hyps.is_file() or not result.is_file():
             return None

@@ -11,22 +11,26 @@ from pathlib import Path
 import pytest
 
 from aiayn import runspec
-from aiayn.runspec import TRAIN_ENTRY, RunSpec, code_digest, imported_modules, wandb_id
+from aiayn.fingerprint import TRAIN_ENTRY, code_digest, imported_modules, wandb_id
+from aiayn.runspec import RunSpec
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
 
-def test_folders_name_the_variant_and_a_cadence_only_where_the_row_averages():
+def test_folders_name_the_variant_alone():
+    """A folder's name follows from the row and the variant, with no second file read: a checkpoint cadence names
+    every row's train folder, the decode settings and row.average_last only the eval folder."""
     variant = {"train.lr_factor": 2.0, "train.snapshot_every_steps": 3, "decode.beam_size": 8}
-    base = RunSpec.for_row("base", 1, variant, average_last=5)
-    c1 = RunSpec.for_row("C1", 1, variant, average_last=0)
+    base = RunSpec.for_row("base", 1, variant)
+    c1 = RunSpec.for_row("C1", 1, {"train.lr_factor": 2.0, "decode.beam_size": 8})
     assert base.run_dir == Path("runs/base/lr_factor=2,snapshot_every_steps=3/seed1")
     assert base.eval_dir == Path("runs/base/lr_factor=2,snapshot_every_steps=3,beam_size=8/seed1")  # evals: runs
-    assert c1.run_dir == Path("runs/C1/lr_factor=2/seed1")  # C1 averages nothing: its cadence changes no number
+    assert c1.run_dir == Path("runs/C1/lr_factor=2/seed1")
     assert RunSpec.for_row("C1", 2, {}, runs="r", evals="e").eval_dir == Path("e/C1/seed2")
-    assert RunSpec.for_row("base", 1, {"row.average_last": 0, "train.keep_last": 2}, 5).run_dir == Path(
-        "runs/base/seed1"
-    )  # the variant turns base's averaging off: keep_last no longer matters
+    no_average = RunSpec.for_row("base", 1, {"row.average_last": 0})
+    assert no_average.run_dir == Path("runs/base/seed1") and no_average.eval_dir == Path(
+        "runs/base/average_last=0/seed1"
+    )
     assert base.name("train") == "base-lr_factor=2,snapshot_every_steps=3-s1" and c1.name("eval") == (
         "C1-lr_factor=2,beam_size=8-s1"
     )
@@ -107,3 +111,21 @@ def test_the_wandb_id_is_the_fingerprints():
     ident = {"row": "base", "seed": 1, "model": {"d_model": 64}}
     assert wandb_id(ident) == wandb_id(dict(reversed(list(ident.items())))) and len(wandb_id(ident)) == 24
     assert wandb_id({**ident, "seed": 2}) != wandb_id(ident)
+
+
+def test_folders_are_read_back_by_runspec(tmp_path: Path):
+    """What a reader asks of the evals/ tree: each row's evaluated variants and seeds, the row's own first; a
+    folder that is not a seed's, or a seed not yet evaluated, is not a run."""
+    for variant, seed in (({}, 2), ({}, 10), ({"train.lr_factor": 2.0}, 1), ({"decode.beam_size": 8}, 3)):
+        folder = RunSpec.for_row("base", seed, variant, runs=tmp_path).eval_dir
+        folder.mkdir(parents=True)
+        (folder / runspec.EVAL).write_text("{}")
+    (tmp_path / "base" / "seed4").mkdir()  # trained, not evaluated
+    (tmp_path / "base" / "notes").mkdir()
+    (tmp_path / "base" / "notes" / runspec.EVAL).write_text("{}")
+    found = runspec.evaluated(tmp_path, "base")
+    assert list(found) == ["", "beam_size=8/", "lr_factor=2/"]
+    assert found[""] == {2: tmp_path / "base" / "seed2" / runspec.EVAL, 10: tmp_path / "base" / "seed10" / runspec.EVAL}
+    assert list(found["lr_factor=2/"]) == [1] and runspec.evaluated(tmp_path, "A1") == {}
+    assert runspec.seed_of(tmp_path / "base" / "seed10") == 10 and runspec.seed_of("notes") is None
+    assert runspec.seed_of("seed1x") is None

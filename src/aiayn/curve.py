@@ -14,10 +14,6 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-# A training run's numbers do not depend on this module (the curve file's columns: how a run is watched):
-# aiayn.runspec leaves it out of the run's fingerprint, so editing it does not retrain.
-CANNOT_CHANGE_RESULTS = True
-
 TRAIN_METRICS = ("train/loss", "train/nll", "train/lr", "train/tokens_per_s", "train/grad_norm")
 VAL_METRICS = ("val/loss", "val/ppl")
 

@@ -13,11 +13,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-# A training run's numbers do not depend on this module (counted FLOPs, for the MFU a run logs; Table 2's FLOPs
-# columns are the aggregate stage's): aiayn.runspec leaves it out of the run's fingerprint, so editing it does not
-# retrain.
-CANNOT_CHANGE_RESULTS = True
-
 MODEL_KEYS = ("n_layers", "d_model", "d_ff", "n_heads", "d_k", "d_v")
 # Backward costs about twice the forward (gradients with respect to both inputs and weights of each matmul).
 TRAIN_TO_FORWARD = 3

@@ -13,10 +13,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-# A training run's numbers do not depend on this module (atomic writes of its files; what it reads is hashed as
-# data): aiayn.runspec leaves it out of the run's fingerprint, so editing it does not retrain.
-CANNOT_CHANGE_RESULTS = True
-
 
 class DiskFullError(OSError):
     """A write that met a full disk: one line naming the file, the bytes it needed (when known) and the bytes
@@ -88,6 +84,17 @@ def atomic_write_text(path: Path | str, text: str) -> None:
 
 def atomic_write_json(path: Path | str, obj: Any) -> None:
     atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
+
+
+def save_png(fig: Any, path: Path | str) -> Path:
+    """A matplotlib figure rendered with Agg and written atomically as PNG; no Software metadata, so the bytes
+    depend only on the data."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    FigureCanvasAgg(fig)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=100, metadata={"Software": None})
+    return Path(path)
 
 
 def read_lines(path: Path | str) -> list[str]:

@@ -16,10 +16,6 @@ import typing
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-# A training run's numbers do not depend on this module (the marks say what the settings are; the settings
-# themselves are in the fingerprint): aiayn.runspec leaves it out of the run's fingerprint.
-CANNOT_CHANGE_RESULTS = True
-
 # The metadata keys of a field are the marks' names: relative, choices, observed, averaging, range.
 
 

@@ -14,10 +14,6 @@ from datetime import timedelta
 
 from tqdm import tqdm
 
-# A training run's numbers do not depend on this module (progress lines: how a run is watched): aiayn.runspec leaves
-# it out of the run's fingerprint, so editing it does not retrain.
-CANNOT_CHANGE_RESULTS = True
-
 log = logging.getLogger("aiayn.progress")
 
 

@@ -1,32 +1,37 @@
-"""Which run this is, decided in one place: its folders, the files in them, its fingerprint and its wandb id.
+"""Where everything lives, decided in one place: each run's folders and the files in them, and the data stages' files.
 
 A run is a row, a seed and a variant: the result-changing settings in which it differs from its row at its scale
 (aiayn.config.composition finds them). From those, RunSpec names its folders, `runs/{row}/{variant}/seed{seed}` for the
 train stage and `evals/{row}/{variant and decode settings}/seed{seed}` for the evaluate stage, and the files in
-them. `fingerprint` says what a checkpoint must share with a run to be resumed by it: every setting that can change
-a number a table reads, the code the run executes, the tokenizer and the encoded data; the wandb id derives from
-it. The stages, the wandb artifacts, the tables' readers and the benchmarks all take their paths from here.
+them; `RunSpec.under` and `RunSpec.from_dir` read folders back. The stages, the wandb artifacts, the tables'
+readers and the benchmarks all take their paths from here; what a run depends on is aiayn.fingerprint's.
 
-A row that averages checkpoints for Table 2 (`row.average_last` > 1) is one whose checkpoint cadence and
-`keep_last` change its numbers (which weights are averaged); for every other row they are how the run is watched.
+A checkpoint cadence (the schema's `averaging` settings: which weights a row that averages checkpoints for Table 2
+averages) names the train folder of every row whose variant sets it, averaging or not, so that a folder's name
+follows from the variant alone; a row that averages nothing trains again under such a name, to the same numbers.
 """
 
 from __future__ import annotations
 
-import ast
 import hashlib
-import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import cache
-from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
-# Names, paths and hashes, never a number a table reads (a setting it counts or stops counting changes the
-# fingerprint's content by itself): an edit here does not retrain (code_digest leaves marked modules out).
-CANNOT_CHANGE_RESULTS = True
+# The data stages' files, declared once: fetch writes data/raw/{split}.{side} and stats.json; bpe writes data/bpe
+# (the tokenizer, each split encoded, stats.json).
+SPLITS = ("train", "valid", "test")
+TOKENIZER = "spm.model"  # the bpe stage's joint sentencepiece model
+TOKENIZER_PREFIX = "spm"  # what sentencepiece is told to write: TOKENIZER and spm.vocab
+DATA_STATS = "stats.json"  # what fetch's cleaning kept and dropped; bpe's vocabulary and lengths
+
+
+def raw_file(split: str, side: str) -> str:
+    """A cleaned split's text, one sentence a line: `side` is "src" or "tgt" (valid.tgt)."""
+    return f"{split}.{side}"
+
 
 # The files of a run, declared once. The train stage's folder:
 CONFIG = "config.yaml"  # the resolved config, written first (a crashed run still says what it was)
@@ -39,8 +44,14 @@ SNAPSHOT_GLOB = "step-*.ckpt"
 FINGERPRINT = "aiayn_fingerprint"  # the checkpoint key holding the run's fingerprint (`fingerprint` below)
 LOCK = ".lock"
 STALE = "stale-checkpoints-"  # + a time stamp: checkpoints of another config, moved aside
-# The evaluate stage's folder:
+# The evaluate stage's folder: eval.json, the hypotheses, and a copy of `run_files()`.
 EVAL = "eval.json"
+
+
+def run_files() -> tuple[str, ...]:
+    """What the evaluate stage copies of a run beside its evaluation: all the aggregate stage reads of a run, so
+    that it depends on the evaluations alone, never on checkpoints."""
+    return (CONFIG, TRAIN_SUMMARY, CURVE)
 
 
 def hyps_file(split: str) -> str:
@@ -54,19 +65,6 @@ MAX_SLUG = 64  # characters of a folder name before it is shortened with a hash
 
 def _is_eval_only(key: str) -> bool:
     return key.removeprefix("row.").split(".")[0] in EVAL_ONLY or key == "row.average_last"
-
-
-def _averaging() -> tuple[str, ...]:
-    """Train settings of how a run is checkpointed (schema `averaging`): they change which weights a row that
-    averages checkpoints averages, and no other row's numbers."""
-    from aiayn.config.schema import TrainConfig
-    from aiayn.marks import marked
-
-    return tuple(marked(TrainConfig, "averaging"))
-
-
-def _is_averaging(key: str) -> bool:
-    return key.removeprefix("row.") in {f"train.{k}" for k in _averaging()}
 
 
 def _value(value: Any) -> str:
@@ -92,15 +90,17 @@ def slug(variant: Mapping[str, Any]) -> str:
     return f"{text[: MAX_SLUG - 9].rstrip(',')}-{digest}"
 
 
+SEED_FOLDER = re.compile(r"seed(\d+)")  # a run's own folder: seed{seed}
+
+
 @dataclass(frozen=True)
 class RunSpec:
-    """One run: a row and seed, its variant (dotted key -> value, in the order aiayn.config.composition gives) and
-    whether the row averages checkpoints, under the runs/ and evals/ roots."""
+    """One run: a row and seed and its variant (dotted key -> value, in the order aiayn.config.composition gives),
+    under the runs/ and evals/ roots."""
 
     row: str
     seed: int
     variant: tuple[tuple[str, Any], ...] = ()
-    averages: bool = False
     runs: Path = Path("runs")
     evals: Path = Path("evals")
     tuning: Path = Path("decode_tuning")
@@ -112,7 +112,6 @@ class RunSpec:
             cfg.row.name,
             int(cfg.seed),
             dict(cfg.variant),
-            int(cfg.row.average_last),
             runs=cfg.paths.runs,
             evals=cfg.paths.evals,
             tuning=cfg.paths.tuning,
@@ -124,31 +123,22 @@ class RunSpec:
         row: str,
         seed: int,
         variant: Mapping[str, Any] | None = None,
-        average_last: int = 0,
         runs: Path | str = "runs",
         evals: Path | str | None = None,
         tuning: Path | str = "decode_tuning",
     ) -> RunSpec:
-        """A row's run of a variant, for a reader that knows the row's own average_last (from its row file or
-        config); the variant may set it (row.average_last). `evals` defaults to `runs` (one folder for both)."""
-        variant = dict(variant or {})
-        averages = int(variant.get("row.average_last", average_last)) > 1
+        """A row's run of a variant; `evals` defaults to `runs` (one folder for both)."""
         return cls(
             row,
             int(seed),
-            tuple(variant.items()),
-            averages,
+            tuple(dict(variant or {}).items()),
             Path(runs),
             Path(runs if evals is None else evals),
             Path(tuning),
         )
 
     def _folder(self, evaluation: bool) -> str:
-        kept = {
-            k: v
-            for k, v in self.variant
-            if (evaluation or not _is_eval_only(k)) and (self.averages or not _is_averaging(k))
-        }
+        kept = {k: v for k, v in self.variant if evaluation or not _is_eval_only(k)}
         name = slug(kept)
         return f"{name}/" if name else ""
 
@@ -193,159 +183,19 @@ class RunSpec:
         return str(path)
 
 
-# What a run's numbers depend on -------------------------------------------------------------------------------------
+def seed_of(folder: Path | str) -> int | None:
+    """The seed a run folder's name says (seed3 -> 3); None for a folder of another name."""
+    match = SEED_FOLDER.fullmatch(Path(folder).name)
+    return int(match.group(1)) if match else None
 
 
-# Train settings a resume may differ in: its length (a longer run continues a shorter one), and those of how a run
-# is observed (schema `observed`), which change no number.
-def _resumable_across() -> set[str]:
-    from aiayn.config.schema import TrainConfig
-    from aiayn.marks import marked
-
-    return {*marked(TrainConfig, "observed"), "max_steps"}
-
-
-def fingerprint(cfg, bpe_dir: Path) -> dict[str, Any]:
-    """What a checkpoint must share with this run to be resumed by it: the row, the seed, every model setting and
-    every train setting but the run's length and how it is watched (its checkpoint cadence too, unless the row
-    averages checkpoints), the code the train stage executes, the tokenizer and the encoded data."""
-    from aiayn.config.resolve import plain
-
-    spec = RunSpec.of(cfg)
-    skip = _resumable_across() | (set() if spec.averages else set(_averaging()))
-    return {
-        "code_sha256": code_digest(TRAIN_ENTRY),
-        "row": cfg.row.name,
-        "seed": int(cfg.seed),
-        "model": plain(cfg.model),
-        "train": {k: v for k, v in plain(cfg.train).items() if k not in skip},
-        "data": {"name": cfg.data.name, **data_digest(Path(bpe_dir))},
-    }
-
-
-def wandb_id(identity: Mapping[str, Any]) -> str:
-    """A wandb run id that is the same for the same fingerprint, else different: a killed, requeued or resumed
-    run continues one wandb run."""
-    return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:24]
-
-
-# The encoded splits a training run reads (aiayn.data.binary): train to learn, valid to validate.
-TRAINING_SPLITS = ("train", "valid")
-
-
-def data_digest(bpe_dir: Path) -> dict[str, str]:
-    """The tokenizer's sha256 and each training split's, as the bpe stage recorded them in the split headers
-    (aiayn.data.binary); a header without one is hashed here."""
-    from aiayn.data.binary import split_sha256
-    from aiayn.data.tokenizer import file_sha256
-
-    out = {"tokenizer_sha256": file_sha256(bpe_dir / "spm.model")}
-    for split in TRAINING_SPLITS:
-        out[f"{split}_sha256"] = split_sha256(bpe_dir / split)
-    return out
-
-
-TRAIN_ENTRY = "aiayn.train.fit"  # the train stage's module: its imports are the code a training run executes
-# A module that sets this at its top level cannot change any number a table reads (logging, progress lines); its
-# edits do not retrain.
-OBSERVED_MODULE = "CANNOT_CHANGE_RESULTS"
-
-
-def code_digest(entry: str, root: Path | None = None) -> str:
-    """One hash of the code a stage executes: `entry` and every aiayn module it imports, directly or not, at the top
-    of a file or inside a function (read from the source, so the set is the same in every process), except modules
-    marked CANNOT_CHANGE_RESULTS. Each module counts by its syntax tree without docstrings: a comment, a docstring
-    or a line break does not retrain. `root` is the folder holding the aiayn package (default: the one imported)."""
-    root = Path(root) if root is not None else _package_root()
-    digest = hashlib.sha256()
-    for name, path in sorted(_closure(entry, root).items()):
-        tree = _tree(path)
-        if not _marked_observed(tree):
-            digest.update(name.encode() + b"\0" + ast.dump(tree).encode() + b"\0")
-    return digest.hexdigest()
-
-
-def imported_modules(entry: str, root: Path | None = None) -> list[str]:
-    """The aiayn modules `code_digest` hashes for `entry`, by name."""
-    root = Path(root) if root is not None else _package_root()
-    return sorted(name for name, path in _closure(entry, root).items() if not _marked_observed(_tree(path)))
-
-
-def _package_root() -> Path:
-    """The folder holding the imported aiayn package (src/ in a checkout)."""
-    spec = find_spec("aiayn")
-    assert spec is not None and spec.origin is not None, "aiayn is imported, so it has a spec"
-    return Path(spec.origin).parent.parent
-
-
-def _closure(entry: str, root: Path) -> dict[str, Path]:
-    found: dict[str, Path] = {}
-    todo = [entry]
-    while todo:
-        name = todo.pop()
-        path = _module_file(name, root)
-        if name in found or path is None:
-            continue
-        found[name] = path
-        todo += [m for m in _imports(name, path, root) if m not in found]
-    return found
-
-
-def _module_file(name: str, root: Path) -> Path | None:
-    base = root.joinpath(*name.split("."))
-    for path in (base.with_suffix(".py"), base / "__init__.py"):
-        if path.is_file():
-            return path
-    return None
-
-
-def _imports(name: str, path: Path, root: Path) -> Iterator[str]:
-    """The aiayn modules a module imports anywhere in it (packages bring their __init__)."""
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    for node in ast.walk(_tree(path)):
-        if isinstance(node, ast.Import):
-            targets = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:  # relative: the package, less one level for each dot past the first
-                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
-                base = ".".join(parts + ([base] if base else []))
-            targets = [base] + [f"{base}.{alias.name}" for alias in node.names]
-        else:
-            continue
-        for target in targets:
-            if target == "aiayn" or target.startswith("aiayn."):
-                parts = target.split(".")
-                for i in range(1, len(parts) + 1):  # importing a.b.c runs a/__init__ and a/b/__init__ too
-                    if _module_file(".".join(parts[:i]), root) is not None:
-                        yield ".".join(parts[:i])
-
-
-@cache
-def _parsed(path: Path, mtime_ns: int) -> ast.Module:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    for node in ast.walk(tree):  # docstrings say what code does; they do not change it
-        body = getattr(node, "body", None)
-        if (
-            isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
-            and body
-            and isinstance(body[0], ast.Expr)
-            and isinstance(body[0].value, ast.Constant)
-            and isinstance(body[0].value.value, str)
-        ):
-            node.body = body[1:] or [ast.Pass()]
-    return tree
-
-
-def _tree(path: Path) -> ast.Module:
-    return _parsed(path, path.stat().st_mtime_ns)
-
-
-def _marked_observed(tree: ast.Module) -> bool:
-    return any(
-        isinstance(node, ast.Assign)
-        and any(isinstance(t, ast.Name) and t.id == OBSERVED_MODULE for t in node.targets)
-        and isinstance(node.value, ast.Constant)
-        and node.value.value is True
-        for node in tree.body
-    )
+def evaluated(evals: Path | str, row: str) -> dict[str, dict[int, Path]]:
+    """A row's evaluated runs under the evals/ root: each eval folder ("" for the row itself first, then the
+    variants' "lr_factor=2/" by name) -> seed -> its eval.json."""
+    found: dict[str, dict[int, Path]] = {}
+    for path in sorted((Path(evals) / row).glob(f"**/seed*/{EVAL}")):
+        seed = seed_of(path.parent)
+        if seed is not None:
+            folder = path.parent.parent.relative_to(Path(evals) / row).as_posix()
+            found.setdefault("" if folder == "." else f"{folder}/", {})[seed] = path
+    return dict(sorted(found.items(), key=lambda item: (item[0] != "", item[0])))

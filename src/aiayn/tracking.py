@@ -24,16 +24,10 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-# A training run's numbers do not depend on this module (wandb: how a run is watched): aiayn.runspec leaves it out
-# of the run's fingerprint, so editing it does not retrain.
-CANNOT_CHANGE_RESULTS = True
+from aiayn.config.schema import SECRET_KEY
 
 log = logging.getLogger(__name__)
 
-# Whole name segments: `hf_token` and `api_key` are secrets, `max_tokens` and `batch_tokens` are not.
-SECRET_KEY = re.compile(
-    r"(^|[_-])(api_?key|(secret|access|private)_?key|token|secret|password|passwd|credentials?)$", re.IGNORECASE
-)
 SECRET_ENV = ("WANDB_API_KEY", "HF_TOKEN", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
 
 

@@ -52,7 +52,7 @@ def test_greedy_and_translate_on_gpu_match_cpu(tiny_transformer, gpu_model, sour
 
 @torch.inference_mode()
 def test_beam_search_under_bf16_autocast_runs_in_bf16_and_mostly_agrees(gpu_model, sources, monkeypatch):
-    from aiayn.decode.translate import autocast
+    from aiayn.decode.search import autocast
     from aiayn.model.cache import KVCache
 
     seen = []

@@ -7,7 +7,7 @@ import torch
 from tests.host_reads import HostReads
 
 from aiayn.decode import beam_search, greedy_search
-from aiayn.decode.translate import default_compact_every
+from aiayn.decode.search import default_compact_every
 
 from .test_beam import TABLE, _src
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from aiayn.decode import batch_by_length, beam_search, greedy_search, translate
-from aiayn.decode.translate import autocast
+from aiayn.decode.search import autocast
 
 LETTERS = "abcdefgh"  # ids 4..11 of the tiny model's 12-token vocabulary
 

@@ -10,6 +10,6 @@ from tests.pipeline.smoke import run_pipeline
 
 @pytest.fixture(scope="session")
 def workspace(tmp_path_factory) -> Path:
-    """fetch -> bpe -> train (base, seeds 1 and 2) -> evaluate -> aggregate in a temporary folder. Tests may add
-    runs and evaluations beside these (other rows, variants), never change them."""
+    """fetch -> bpe -> train (base, seeds 1 and 2) -> evaluate -> aggregate, attention_figures in a temporary
+    folder. Tests may add runs and evaluations beside these (other rows, variants), never change them."""
     return run_pipeline(tmp_path_factory.mktemp("pipeline"))

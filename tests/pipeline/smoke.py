@@ -41,13 +41,14 @@ def overrides(tmp: Path, *extra: str, data: Path | None = None) -> list[str]:
 
 
 def run_pipeline(tmp: Path) -> Path:
-    """fetch -> bpe -> train (base, 2 seeds) -> evaluate (2 seeds) -> aggregate in `tmp`, through each script's
-    run()."""
+    """fetch -> bpe -> train (base, 2 seeds) -> evaluate (2 seeds) -> aggregate and attention_figures in `tmp`,
+    through each script's run()."""
     (tmp / "params.yaml").write_text("rows: [base]\nseeds: [1, 2]\n")
     stage("fetch").run(compose(overrides(tmp)))
     stage("bpe").run(compose(overrides(tmp)))
     for seed in (1, 2):
         stage("train").run(compose(overrides(tmp, f"seed={seed}")))
         stage("evaluate").run(compose(overrides(tmp, f"seed={seed}")))
-    stage("aggregate").run(compose(overrides(tmp, f"aggregate.params_file={tmp}/params.yaml")))
+    for name in ("aggregate", "attention_figures"):
+        stage(name).run(compose(overrides(tmp, f"aggregate.params_file={tmp}/params.yaml")))
     return tmp

@@ -1,6 +1,6 @@
 """Looking inside the smoke workspace's trained base run: `python -m aiayn.translate` gives the evaluate stage's
-hypotheses, keeps every line, refuses an unfinished run; the attention figures, from the aggregate stage and
-`python -m aiayn.attention`."""
+hypotheses, keeps every line, refuses an unfinished run; the attention figures, from the attention_figures stage
+and `python -m aiayn.attention_figures`."""
 
 from __future__ import annotations
 
@@ -13,21 +13,20 @@ import numpy as np
 import pytest
 
 from aiayn import runspec
-from aiayn.attention import FIGURE_DIR, figure_names, look
-from aiayn.attention import main as attention_main
+from aiayn.attention_figures import FIGURE_DIR, figure_names, look, pick_sentences
+from aiayn.attention_figures import main as attention_main
 from aiayn.eval.trained import open_run, translate_with
 from aiayn.io import read_lines
-from aiayn.report.attention import pick_sentences
 from aiayn.runspec import RunSpec
 from aiayn.translate import main as translate_main
 
 
 def _run_dir(workspace: Path) -> Path:
-    return RunSpec.for_row("base", 1, average_last=5, runs=workspace / "runs").run_dir
+    return RunSpec.for_row("base", 1, runs=workspace / "runs").run_dir
 
 
 def _eval_dir(workspace: Path) -> Path:
-    return RunSpec.for_row("base", 1, average_last=5, runs=workspace / "runs", evals=workspace / "evals").eval_dir
+    return RunSpec.for_row("base", 1, runs=workspace / "runs", evals=workspace / "evals").eval_dir
 
 
 def _translate(monkeypatch, capsys, lines: list[str], *args: str) -> tuple[int, list[str], str]:
@@ -88,7 +87,7 @@ def test_the_figures_are_of_the_attention_the_run_computed(workspace) -> None:
     assert looked.translation == translate_with(run.cfg, run.model, run.tokenizer, [sentence], run.device, "x")[0]
 
 
-def test_aggregate_draws_base_seed1_on_the_dev_sentences_the_rule_picks(workspace) -> None:
+def test_the_figure_stage_draws_base_seed1_on_the_dev_sentences_the_rule_picks(workspace) -> None:
     raw = workspace / "data" / "raw"
     picked = pick_sentences(read_lines(raw / "valid.src"), read_lines(raw / "valid.tgt"))
     assert picked, "the rule always picks a sentence"

@@ -113,7 +113,7 @@ def test_a_code_change_retrains_instead_of_resuming(tmp_path) -> None:
     """dvc repro reruns train when its code changes; the kept checkpoints of the old code must not be resumed."""
     import torch
 
-    from aiayn.runspec import TRAIN_ENTRY, code_digest
+    from aiayn.fingerprint import TRAIN_ENTRY, code_digest
     from aiayn.train.checkpointing import resume_checkpoint
 
     assert code_digest(TRAIN_ENTRY) == code_digest(TRAIN_ENTRY)  # stable for unchanged code

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from aiayn.report.attention import (
+from aiayn.attention_figures import (
     MAX_WORDS,
     pick_sentences,
     plot_attention_grid,

@@ -73,7 +73,7 @@ def test_collect_reports_missing_and_failed_runs(fabricated, tmp_path):
     recs = {(r.row, r.seed): r for r in collect_runs(fabricated["runs"], ["A1", "D1"], [1, 2, 3])}
     assert recs[("A1", 1)].ok and recs[("D1", 1)].ok
     assert "eval.json is absent" in recs[("D1", 2)].reason
-    assert "seed3 is missing" in recs[("D1", 3)].reason
+    assert "D1/seed3/eval.json is absent (not trained or not evaluated)" in recs[("D1", 3)].reason
     assert "eval.json: key 'dev.bleu' is 'high'" in recs[("A1", 3)].reason and not recs[("A1", 3)].ok
     assert "no 'dev' section" in recs[("A1", 2)].reason and "rerun the evaluate stage" in recs[("A1", 2)].reason
 
@@ -230,4 +230,4 @@ def test_aggregate_without_any_run_or_reference(tmp_path):
         (tmp_path / "results" / n).stat().st_size > 0 for n in ("table3.csv", "table2.md", "learning_curves.png")
     )
     assert (tmp_path / "results" / "curves.csv").read_text() == "row,seed,run,step,val_loss,val_ppl\n"
-    assert "runs/A1/seed2 is missing" in (tmp_path / "results" / "table3.md").read_text()
+    assert "runs/A1/seed2/eval.json is absent" in (tmp_path / "results" / "table3.md").read_text()

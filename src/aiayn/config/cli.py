@@ -20,9 +20,9 @@ from aiayn.config.composition import (
 )
 from aiayn.config.params import Params
 from aiayn.config.resolve import ConfigError
+from aiayn.config.schema import SECRET_KEY
 from aiayn.io import DiskFullError
 from aiayn.progress import quiet_third_parties
-from aiayn.tracking import SECRET_KEY
 
 SEEDS_FROM = "seeds_from="
 OVERRIDES_FROM = "overrides_from="

@@ -205,6 +205,19 @@ def _hydra_value(value: Any) -> str:
     return str(value)
 
 
+def rows_and_seeds(a: Any) -> tuple[list[str], dict[str, list[int]], list[int]]:
+    """The rows, each row's seeds to tabulate and the pilot seeds (the ones every row runs first), from the config's
+    `aggregate` node `a`: its rows and seeds when given (the same seeds for every row), else params.yaml's (at
+    `a.params_file`: DVC's lists, `seeds` plus the row's `extra_seeds`)."""
+    if (a.rows is None or a.seeds is None) and not Path(a.params_file).exists():
+        raise FileNotFoundError(f"{a.params_file} not found: pass aggregate.rows=[...] and aggregate.seeds=[...]")
+    params = Params.read(a.params_file) if a.rows is None or a.seeds is None else None
+    rows = list(a.rows) if params is None or a.rows is not None else params.list_of("rows", str)
+    if params is None or a.seeds is not None:
+        return rows, {row: list(a.seeds) for row in rows}, list(a.seeds)
+    return rows, params.seeds_per_row(rows), params.list_of("seeds", int)
+
+
 if __name__ == "__main__":
     import argparse
 

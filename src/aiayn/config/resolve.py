@@ -19,11 +19,6 @@ from aiayn.marks import check_values, marked
 from aiayn.model.config import ModelConfig
 from aiayn.model.config import check as check_model
 
-# A training run's numbers do not depend on this module (a row applied at a scale and the values checked: its effect
-# on a run is the resolved settings, which the fingerprint holds): aiayn.runspec leaves it out of the run's
-# fingerprint, so editing it does not retrain.
-CANNOT_CHANGE_RESULTS = True
-
 
 def plain(node: Any) -> dict[str, Any]:
     """A config node as plain dicts and lists (OmegaConf.to_container, typed for a mapping node)."""

@@ -12,6 +12,7 @@ checkpointed. The model's own config is aiayn.model.config's. Every other key a 
 from __future__ import annotations
 
 import dataclasses
+import re
 import typing
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
@@ -19,9 +20,11 @@ from typing import Any, Dict, List, Optional
 from aiayn.marks import averaging, choice, mark, observed, relative
 from aiayn.model.config import ModelConfig
 
-# A training run's numbers do not depend on this module (its defaults reach a run only as settings, which the
-# fingerprint holds): aiayn.runspec leaves it out of the run's fingerprint, so editing it does not retrain.
-CANNOT_CHANGE_RESULTS = True
+# A config key that names a credential (refused in configs and overrides, dropped from what is logged); whole
+# name segments: `hf_token` and `api_key` are secrets, `max_tokens` and `batch_tokens` are not.
+SECRET_KEY = re.compile(
+    r"(^|[_-])(api_?key|(secret|access|private)_?key|token|secret|password|passwd|credentials?)$", re.IGNORECASE
+)
 
 
 @dataclass
@@ -146,7 +149,7 @@ class DecodeConfig:
     max_len_b: int = mark(50, at_least=0)
     batch_tokens: int = observed(4096, at_least=1)  # per decoding batch
     # Sentences that stopped leave the batch every compact_every steps, the only steps where the host waits for
-    # the device (aiayn.decode.beam). null: by device (aiayn.decode.translate.default_compact_every).
+    # the device (aiayn.decode.beam). null: by device (aiayn.decode.search.default_compact_every).
     compact_every: Optional[int] = observed(None, at_least=1, note=" (null: by device)")
     # Arithmetic of decoding and dev perplexity: "32-true", "bf16-mixed" or "16-mixed" (autocast), as Lightning
     # names them. null: the run's trainer.precision, so a run trained in bf16 on a GPU is decoded in bf16.

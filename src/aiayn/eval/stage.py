@@ -1,4 +1,4 @@
-"""The evaluate stage: decode dev and test, score, write eval.json.
+"""The evaluate stage: decode dev and test, score, write eval.json beside a copy of the run's own small files.
 
 Dev (newstest2013 for WMT), from the last checkpoint, gives Table 3's BLEU and PPL; test (newstest2014), from the
 average of the row's last checkpoints, gives Table 2's BLEU.
@@ -17,7 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 from aiayn import runspec, tracking
 from aiayn.data.batching import eval_batches
 from aiayn.data.tokenizer import Tokenizer
-from aiayn.decode.translate import autocast
+from aiayn.decode.search import autocast
 from aiayn.eval.bleu import sacre_bleu
 from aiayn.eval.evaluate import score_translations
 from aiayn.eval.perplexity import dev_perplexity
@@ -42,7 +42,7 @@ def decode_split(
     """Translate `data/raw/{split}.src` (aiayn.eval.trained.translate_with); return hypotheses, references,
     sentences per second and the sources."""
     raw = Path(cfg.paths.raw)
-    sources, refs = read_lines(raw / f"{split}.src"), read_lines(raw / f"{split}.tgt")
+    sources, refs = read_lines(raw / runspec.raw_file(split, "src")), read_lines(raw / runspec.raw_file(split, "tgt"))
     start = time.perf_counter()
     hyps = translate_with(cfg, model, tokenizer, sources, device, f"decode {split}")
     return hyps, refs, len(sources) / max(time.perf_counter() - start, 1e-9), sources
@@ -90,6 +90,7 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
                 batches = eval_batches(bpe_dir, "valid", tokenizer, cfg.train.max_tokens)
                 with autocast(result["precision"], device):
                     result[section]["ppl"] = dev_perplexity(model, _to(batches, device), tokenizer.pad_id)
+        carry_run_files(spec)
         atomic_write_json(spec.eval_dir / runspec.EVAL, result)
         log.info(
             "%s: %s",
@@ -145,6 +146,14 @@ def _evaluate_split(
     }
 
 
+def carry_run_files(spec: RunSpec) -> None:
+    """Copy the run's config, summary and curve (runspec.run_files) into its evaluation folder, so that the
+    aggregate stage reads what this stage wrote and never the run folder, whose checkpoints it need not depend on."""
+    for name in runspec.run_files():
+        if (spec.run_dir / name).is_file():
+            atomic_write_text(spec.eval_dir / name, (spec.run_dir / name).read_text(encoding="utf-8"))
+
+
 def _to(loader, device):
     for batch in loader:
         yield {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
@@ -152,7 +161,7 @@ def _to(loader, device):
 
 def _set_name(cfg: DictConfig, split: str, lines: int) -> dict[str, Any]:
     """Which set was scored, from the fetch stage's stats.json (e.g. newstest2014-full), and its lines."""
-    stats_path = Path(cfg.paths.raw) / "stats.json"
+    stats_path = Path(cfg.paths.raw) / runspec.DATA_STATS
     stats = read_json(stats_path) if stats_path.exists() else {}
     return {"name": stats.get(f"{split}_set", f"{cfg.data.name}/{split}"), "lines": lines}
 

@@ -16,7 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 from aiayn import runspec
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.decode import search
-from aiayn.decode.translate import autocast
+from aiayn.decode.search import autocast
 from aiayn.eval import averaging
 from aiayn.eval.averaging import average_checkpoints
 from aiayn.model.config import ModelConfig

@@ -10,11 +10,6 @@ from dataclasses import dataclass
 
 from aiayn.marks import check_values, choice, mark, relative
 
-# A training run's numbers do not depend on this module (the model's defaults and their check: a run gets them as
-# settings, which the fingerprint holds): aiayn.runspec leaves it out of the run's fingerprint, so editing it does
-# not retrain.
-CANNOT_CHANGE_RESULTS = True
-
 
 @dataclass
 class ModelConfig:

@@ -1,5 +1,5 @@
-"""Read run folders, where aiayn.runspec puts them: the train stage's (config.yaml, train.json, curve.csv) and the
-evaluate stage's (eval.json, the hypotheses)."""
+"""Read the evaluate stage's folders, where aiayn.runspec puts them: eval.json, the hypotheses, and the copy of the
+run's config.yaml, train.json and curve.csv the stage keeps beside them (the aggregate stage reads no run folder)."""
 
 from __future__ import annotations
 
@@ -31,14 +31,13 @@ TRAIN_NUMBERS = ("params", "vocab_size", "wall_time_s")
 class RunRecord:
     """One (row, seed) run; `ok` is False with a `reason` when eval.json is absent or unusable.
 
-    `path` is the train stage's folder, `eval_path` the evaluate stage's.
+    `path` is the evaluate stage's folder, which holds everything read here.
     """
 
     row: str
     seed: int
     path: Path
     ok: bool
-    eval_path: Path | None = None
     reason: str = ""
     config: dict[str, Any] = field(default_factory=dict)
     train: dict[str, Any] = field(default_factory=dict)
@@ -51,7 +50,7 @@ class RunRecord:
 
     def hyps_file(self, split: str) -> Path | None:
         """The hypotheses of `split` when this run wrote them."""
-        path = (self.eval_path or self.path) / runspec.hyps_file(split)
+        path = self.path / runspec.hyps_file(split)
         return path if self.ok and path.is_file() else None
 
 
@@ -111,27 +110,21 @@ def read_run(spec: RunSpec) -> RunRecord:
     Reasons name files from the folders' own names down ("evals/A1/seed2/eval.json"), so the tables written
     from them do not depend on where the checkout lives.
     """
-    path, eval_path = spec.run_dir, spec.eval_dir
+    path = spec.eval_dir
+    eval_file = path / runspec.EVAL
 
-    def failed(reason: str, config: dict[str, Any] | None = None) -> RunRecord:
-        return RunRecord(spec.row, spec.seed, path, ok=False, eval_path=eval_path, reason=reason, config=config or {})
+    def failed(reason: str) -> RunRecord:
+        return RunRecord(spec.row, spec.seed, path, ok=False, reason=reason)
 
-    if not path.is_dir():
-        return failed(f"{spec.shown(path)} is missing (not trained)")
-    eval_file = eval_path / runspec.EVAL
+    if not eval_file.is_file():
+        return failed(f"{spec.shown(eval_file)} is absent (not trained or not evaluated)")
     try:
-        # Written first by the train stage: a run that failed later still says what it was.
         config = _read_yaml(path / runspec.CONFIG) if (path / runspec.CONFIG).is_file() else {}
-        if not eval_file.is_file():
-            return failed(f"{spec.shown(eval_file)} is absent (not evaluated)", config)
-        record = RunRecord(
-            spec.row, spec.seed, path, ok=True, eval_path=eval_path, config=config, eval=read_eval(eval_file)
-        )
+        record = RunRecord(spec.row, spec.seed, path, ok=True, config=config, eval=read_eval(eval_file))
         if (path / runspec.TRAIN_SUMMARY).is_file():
             record.train = _read_json(path / runspec.TRAIN_SUMMARY, TRAIN_NUMBERS)
     except ValueError as err:
-        reason = str(err).replace(str(eval_path), spec.shown(eval_path)).replace(str(path), spec.shown(path))
-        return failed(reason)
+        return failed(str(err).replace(str(path), spec.shown(path)))
     return record
 
 
@@ -161,22 +154,11 @@ def collect_runs(
     seeds: Seeds,
     evals_dir: Path | None = None,
     variant: Mapping[str, Any] | None = None,
-    average_last: Mapping[str, int] | None = None,
 ) -> list[RunRecord]:
     """Every (row, seed) of one variant in the given order, including missing and failed runs with their reasons.
-    eval.json files are read from `evals_dir` (default: `runs_dir`); `average_last` is each row's own (from its row
-    file), which decides whether a checkpoint cadence in the variant names its folders (aiayn.runspec)."""
+    eval.json files are read from `evals_dir` (default: `runs_dir`)."""
     return [
-        read_run(RunSpec.for_row(row, seed, variant, (average_last or {}).get(row, 0), runs_dir, evals_dir))
+        read_run(RunSpec.for_row(row, seed, variant, runs_dir, evals_dir))
         for row, row_seeds in seeds_by_row(rows, seeds).items()
         for seed in row_seeds
     ]
-
-
-def find_variants(evals_dir: Path, row: str) -> list[str]:
-    """The eval-variant folders of a row that hold evaluated seeds ("" for the row itself first, then by name)."""
-    found = {
-        p.parent.parent.relative_to(Path(evals_dir) / row).as_posix()
-        for p in (Path(evals_dir) / row).glob(f"**/seed*/{runspec.EVAL}")
-    }
-    return sorted(("" if v == "." else f"{v}/" for v in found), key=lambda v: (v != "", v))

@@ -8,18 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from aiayn.curve import read_curve
-from aiayn.report.formats import atomic_write
-
-
-def save_figure(fig: Figure, path: Path) -> Path:
-    """Render with Agg and write atomically; no Software metadata, so the bytes depend only on the data."""
-    FigureCanvasAgg(fig)
-    return atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=100, metadata={"Software": None}))
+from aiayn.io import save_png
 
 
 def _points(rows: Sequence[Mapping[str, Any]], key: str) -> tuple[np.ndarray, np.ndarray]:
@@ -68,7 +61,7 @@ def plot_claims(table3_rows: Sequence[Mapping[str, Any]], path: Path) -> Path:
     panels[0].legend(handles=handles, fontsize=7, loc="best")
     fig.suptitle("Table 3: each row's difference from base, dev BLEU and dev PPL, against the paper's", fontsize=10)
     fig.tight_layout()
-    return save_figure(fig, path)
+    return save_png(fig, path)
 
 
 def _row_styles(rows: Sequence[str]) -> dict[str, dict[str, Any]]:
@@ -146,4 +139,4 @@ def plot_learning_curves(curves: Mapping[str, Path], path: Path, paper_ppl: Mapp
             ncols=1 + len(by_row) // 27,
             frameon=False,
         )
-    return save_figure(fig, path)
+    return save_png(fig, path)

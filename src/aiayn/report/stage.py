@@ -10,8 +10,8 @@ from typing import Any
 from omegaconf import DictConfig
 
 from aiayn import runspec, tracking
-from aiayn.config.params import Params
-from aiayn.io import atomic_write_json, read_lines
+from aiayn.config.params import rows_and_seeds
+from aiayn.io import atomic_write_json
 from aiayn.report import aggregate as build_tables
 from aiayn.report import record
 from aiayn.report.significance import Design
@@ -20,20 +20,6 @@ from aiayn.report.table3 import table3_metrics
 from aiayn.runspec import RunSpec
 
 log = logging.getLogger(__name__)
-
-
-def rows_and_seeds(cfg: DictConfig) -> tuple[list[str], dict[str, list[int]], list[int]]:
-    """The rows, each row's seeds to tabulate and the pilot seeds (the ones every row runs first): from the config
-    when given (the same seeds for every row), else from params.yaml (DVC's lists: `seeds` plus the row's
-    `extra_seeds`)."""
-    a = cfg.aggregate
-    if (a.rows is None or a.seeds is None) and not Path(a.params_file).exists():
-        raise FileNotFoundError(f"{a.params_file} not found: pass aggregate.rows=[...] and aggregate.seeds=[...]")
-    params = Params.read(a.params_file) if a.rows is None or a.seeds is None else None
-    rows = list(a.rows) if params is None or a.rows is not None else params.list_of("rows", str)
-    if params is None or a.seeds is not None:
-        return rows, {row: list(a.seeds) for row in rows}, list(a.seeds)
-    return rows, params.seeds_per_row(rows), params.list_of("seeds", int)
 
 
 def design_of(cfg: DictConfig, seeds: dict[str, list[int]], pilot: list[int]) -> Design:
@@ -56,30 +42,20 @@ def design_of(cfg: DictConfig, seeds: dict[str, list[int]], pilot: list[int]) ->
     )
 
 
-def averaged_checkpoints(rows: list[str]) -> dict[str, int]:
-    """Each row's own average_last, from its row file: whether a checkpoint cadence in the tables' variant is part
-    of the row's run (aiayn.runspec). A row without a file averages nothing."""
-    from aiayn.config.composition import row_path
-    from aiayn.config.rowfile import read_row
-
-    return {row: int(read_row(path).average_last) if (path := row_path(row)).is_file() else 0 for row in rows}
-
-
 def aggregate(cfg: DictConfig) -> dict[str, Any]:
-    rows, seeds, pilot = rows_and_seeds(cfg)
+    rows, seeds, pilot = rows_and_seeds(cfg.aggregate)
     design = design_of(cfg, seeds, pilot)
-    raw, averages = Path(cfg.paths.raw), averaged_checkpoints(rows)
+    raw = Path(cfg.paths.raw)
     changed = record.update(Path(cfg.paths.results) / record.FILE, design, pilot, seeds)
     summary = build_tables(
         runs_dir=Path(cfg.paths.runs),
         evals_dir=Path(cfg.paths.evals),
         rows=rows,
         seeds=seeds,
-        refs={"valid": raw / "valid.tgt", "test": raw / "test.tgt"},
+        refs={split: raw / runspec.raw_file(split, "tgt") for split in ("valid", "test")},
         out_dir=Path(cfg.paths.results),
         sustained_flops_per_device=cfg.aggregate.sustained_flops_per_device,
         variant=dict(cfg.variant),
-        average_last=averages,
         design=design,
         design_changed=changed,
     )
@@ -88,34 +64,14 @@ def aggregate(cfg: DictConfig) -> dict[str, Any]:
         Path(cfg.paths.results) / "metrics.json",
         {"table3": table3_metrics(summary["table3"]), "table2": table2_metrics(summary["table2"])},
     )
-    attention_figures(cfg, rows, seeds, averages)
-    _log(cfg, summary, Path(cfg.paths.results), inputs(cfg, seeds, averages))
+    _log(cfg, summary, Path(cfg.paths.results), inputs(cfg, seeds))
     return summary
 
 
-def attention_figures(
-    cfg: DictConfig, rows: list[str], seeds: dict[str, list[int]], average_last: dict[str, int]
-) -> list[Path]:
-    """results/attention/: what base and big (seed 1, of the tables' variant, when they are among the rows and
-    their runs finished) attend to in a few dev sentences (aiayn.attention.dev_figures)."""
-    from aiayn.attention import FIGURE_DIR, FIGURE_ROWS, FIGURE_SEED, dev_figures
-
-    specs = [
-        RunSpec.for_row(row, FIGURE_SEED, dict(cfg.variant), average_last.get(row, 0), cfg.paths.runs, cfg.paths.evals)
-        for row in FIGURE_ROWS
-        if row in rows and FIGURE_SEED in seeds.get(row, [])
-    ]
-    raw, out_dir = Path(cfg.paths.raw), Path(cfg.paths.results) / FIGURE_DIR
-    out_dir.mkdir(parents=True, exist_ok=True)  # a DVC output even when no run is drawn
-    return dev_figures(
-        specs, read_lines(raw / "valid.src"), read_lines(raw / "valid.tgt"), Path(cfg.paths.bpe), out_dir
-    )
-
-
-def inputs(cfg: DictConfig, seeds: dict[str, list[int]], average_last: dict[str, int]) -> list[tracking.ArtifactSpec]:
+def inputs(cfg: DictConfig, seeds: dict[str, list[int]]) -> list[tracking.ArtifactSpec]:
     """The evaluation artifacts the tables were made from: every run of the table's variant that was evaluated."""
     specs = [
-        RunSpec.for_row(row, seed, dict(cfg.variant), average_last.get(row, 0), cfg.paths.runs, cfg.paths.evals)
+        RunSpec.for_row(row, seed, dict(cfg.variant), cfg.paths.runs, cfg.paths.evals)
         for row, row_seeds in seeds.items()
         for seed in row_seeds
     ]
@@ -149,8 +105,6 @@ def _log(cfg: DictConfig, summary: dict[str, Any], results: Path, used: list[tra
     try:
         import wandb
 
-        from aiayn.attention import FIGURE_DIR
-
         tracking.use_inputs(run, used)
         for name in ("table3", "table2", "sweep"):
             path = results / f"{name}.csv"
@@ -170,14 +124,10 @@ def _log(cfg: DictConfig, summary: dict[str, Any], results: Path, used: list[tra
         run.log({"dev/bleu_by_row": wandb.plot.bar(bars, "row", "dev/bleu", title="dev BLEU by row (mean over seeds)")})
         for png in sorted(results.glob("*.png")):
             run.log({png.stem: wandb.Image(str(png))})
-        figures = sorted((results / FIGURE_DIR).glob("*.png"))
-        for png in figures:
-            run.log({f"{FIGURE_DIR}/{png.stem}": wandb.Image(str(png))})
         for row, values in table3_metrics(summary["table3"]).items():
             run.summary.update({f"dev/{key.removeprefix('dev_')}/{row}": v for key, v in values.items()})
-        files = (*RESULT_FILES, *(png.relative_to(results).as_posix() for png in figures))
         tracking.log_output(
-            run, tracking.ArtifactSpec(f"tables-{cfg.scale.name}", "results", results, copy=True, files=files)
+            run, tracking.ArtifactSpec(f"tables-{cfg.scale.name}", "results", results, copy=True, files=RESULT_FILES)
         )
     except Exception as err:
         log.warning("could not log the tables to wandb: %s", tracking.scrub(str(err)))

@@ -78,7 +78,6 @@ def aggregate(
     sustained_flops_per_device: float = P100_SUSTAINED_FLOPS,
     evals_dir: Path | None = None,
     variant: Mapping[str, Any] | None = None,
-    average_last: Mapping[str, int] | None = None,
     design: Design = Design(),
     design_changed: Sequence[str] = (),
 ) -> dict[str, Any]:
@@ -87,13 +86,12 @@ def aggregate(
     `seeds` is one list for every row or each row's own (a row is compared with base on the seeds both have).
     refs maps a split ("valid", "test") to its reference file. Missing or failed runs are reported, never fatal.
     Evaluations are read from `evals_dir` (default: `runs_dir`). Tables 2 and 3 are of one `variant` (the rows
-    themselves by default; `average_last`, each row's own, decides which of its settings name a row's folders:
-    aiayn.runspec); the sweep table has every evaluated variant of the rows. `design` is how Table 3 decides its
+    themselves by default); the sweep table has every evaluated variant of the rows. `design` is how Table 3 decides its
     verdicts; `design_changed`, how it differs from its study's record (aiayn.report.record), is said in the legend.
     """
     rows, out_dir = list(rows), Path(out_dir)
     seeds = seeds_by_row(rows, seeds)
-    records = collect_runs(Path(runs_dir), rows, seeds, evals_dir, variant, average_last)
+    records = collect_runs(Path(runs_dir), rows, seeds, evals_dir, variant)
     ok = [r for r in records if r.ok]
     lengths = sentence_lengths(refs)
     context = dict(

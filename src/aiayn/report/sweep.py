@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from aiayn import runspec
-from aiayn.report.collect import find_variants, read_eval
+from aiayn.report.collect import read_eval
 from aiayn.report.formats import (
     DASH,
     Column,
@@ -46,11 +46,11 @@ def collect_points(evals_dir: Path, rows: Iterable[str]) -> list[Point]:
     """Every evaluated variant of the given rows; a seed whose eval.json is unreadable is left out."""
     points = []
     for row in rows:
-        for folder in find_variants(evals_dir, row):
+        for folder, evaluated in runspec.evaluated(evals_dir, row).items():
             point = Point(row, folder)
-            for path in sorted((Path(evals_dir) / row / folder).glob(f"seed*/{runspec.EVAL}")):
+            for seed, path in sorted(evaluated.items()):
                 try:
-                    ev, seed = read_eval(path), int(path.parent.name[4:])
+                    ev = read_eval(path)
                 except ValueError:
                     continue
                 point.variant = ev.get("variant") or point.variant

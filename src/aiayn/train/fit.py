@@ -17,7 +17,7 @@ import lightning as L
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from aiayn import runspec, tracking
+from aiayn import fingerprint, runspec, tracking
 from aiayn.config.resolve import plain
 from aiayn.data.datamodule import TranslationDataModule
 from aiayn.data.tokenizer import Tokenizer
@@ -79,7 +79,7 @@ def _train(cfg: DictConfig, spec: RunSpec) -> dict[str, Any]:
     run_dir, bpe_dir, ckpt_dir = spec.run_dir, Path(cfg.paths.bpe), spec.checkpoints
     atomic_write_text(run_dir / runspec.CONFIG, OmegaConf.to_yaml(tracking.scrub(OmegaConf.to_container(cfg))))
     L.seed_everything(cfg.seed, workers=True)
-    tokenizer = Tokenizer(bpe_dir / "spm.model")
+    tokenizer = Tokenizer(bpe_dir / runspec.TOKENIZER)
     batches = batching(cfg)
     datamodule = TranslationDataModule(
         bpe_dir,
@@ -99,7 +99,7 @@ def _train(cfg: DictConfig, spec: RunSpec) -> dict[str, Any]:
     )
     if cfg.train.compile:
         module.compile_step()  # model and loss together; checkpoint keys stay `model.*`
-    ident = runspec.fingerprint(cfg, bpe_dir)
+    ident = fingerprint.fingerprint(cfg, bpe_dir)
     ckpt_path = resume_checkpoint(ckpt_dir, ident, cfg.train.resume)
     summary_file = run_dir / runspec.TRAIN_SUMMARY
     if ckpt_path is not None and summary_file.is_file() and stored_step(ckpt_path) >= cfg.train.max_steps:
@@ -111,7 +111,7 @@ def _train(cfg: DictConfig, spec: RunSpec) -> dict[str, Any]:
     curve = CurveWriter(run_dir / runspec.CURVE, cfg.train.log_every_steps)
     accumulate = batches.accumulate
     # The same wandb run for the same fingerprint: a killed or requeued run continues its history.
-    wandb_run = tracking.start_run(cfg, job_type="train", run_id=runspec.wandb_id(ident))
+    wandb_run = tracking.start_run(cfg, job_type="train", run_id=fingerprint.wandb_id(ident))
     loggers = [tracking.lightning_logger(wandb_run)] if wandb_run is not None else False
     trainer = L.Trainer(
         accelerator=cfg.trainer.accelerator,

@@ -17,10 +17,6 @@ import torch
 from aiayn.flops import training_flops
 from aiayn.train.callbacks import ends_update
 
-# A training run's numbers do not depend on this module (the MFU a run logs: how a run is watched): aiayn.runspec
-# leaves it out of the run's fingerprint, so editing it does not retrain.
-CANNOT_CHANGE_RESULTS = True
-
 # Dense (no sparsity) peak FLOP/s per device from vendor datasheets: (16-bit tensor-core rate, plain fp32 rate).
 # Matched by substring of torch.cuda.get_device_name(), first match wins, so longer names come first.
 PEAK_FLOPS: tuple[tuple[str, float, float], ...] = (

@@ -1,0 +1,404 @@
+"""Draw what a trained run attends to in one sentence, as Figures 3-5 of the paper do; the attention_figures stage.
+
+    python -m aiayn.attention_figures runs/base/seed1 "The dog that sees the ball sleeps."
+    python -m aiayn.attention_figures runs/big/seed1 "The dog that sees the ball sleeps." --layer 2 --out figures/
+
+The run is opened as the evaluate stage opens it (aiayn.eval.trained: the mean of its last `row.average_last`
+checkpoints, its tokenizer) and translates the sentence with its decode settings. Its own translation is then fed
+back through the model's training forward pass (teacher forcing) with the attention weights captured
+(aiayn.model.capture), and three figures are written for the chosen layer (1 to n_layers; default the last):
+
+- `{name}-encoder{L}-lines.png`: the encoder's self-attention over the source, a line from each token (left) to the
+  tokens it attends to (right), every head in its own colour, width and opacity by weight;
+- `{name}-encoder{L}-heads.png`: the same weights as one heat map per head (query x key);
+- `{name}-cross{L}.png`: the decoder's encoder-decoder attention, target tokens x source tokens, the mean of the
+  heads and each head; row t is the step that chose target token t (the last: EOS).
+
+Tokens are the tokenizer's subword pieces ("▁" starts a word), the source ending in EOS as the model reads it.
+The DVC stage `attention_figures` (pipeline/attention_figures.py, beside aggregate: the tables read JSON and text, the
+figures reopen the models) draws base's and big's seed 1 on the dev sentences `pick_sentences` chooses, into
+results/attention/. Drawn with matplotlib's Agg, no pyplot state.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import logging
+import math
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+from matplotlib.collections import LineCollection
+from matplotlib.colors import PowerNorm
+from matplotlib.figure import Figure
+
+from aiayn import runspec
+from aiayn.config.params import rows_and_seeds
+from aiayn.data import synthetic_lexicon as lx
+from aiayn.io import read_lines, save_png
+from aiayn.runspec import RunSpec
+from aiayn.translate import positive
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
+
+    from aiayn.eval.trained import OpenedRun
+
+log = logging.getLogger(__name__)
+
+# A line is drawn for a weight of at least this much: below it the figure would be a grey fog of every pair.
+MIN_WEIGHT = 0.1
+
+
+def _head_colours(n_heads: int) -> list[tuple[float, float, float]]:
+    """A distinct colour per head: tab10 up to 10 heads, tab20 up to 20, then hues round the circle."""
+    from matplotlib import colormaps
+
+    if n_heads <= 20:
+        palette = colormaps["tab10" if n_heads <= 10 else "tab20"]
+        rgba = [palette(h) for h in range(n_heads)]
+    else:
+        rgba = [colormaps["hsv"](h / n_heads) for h in range(n_heads)]
+    return [(r, g, b) for r, g, b, _ in rgba]
+
+
+def plot_attention_lines(weights: np.ndarray, tokens: Sequence[str], path: Path, title: str) -> Path:
+    """`weights` (H, S, S): per head, row i is how token i's attention divides over the S `tokens`; lines of weight
+    below MIN_WEIGHT are left out."""
+    heads, length = weights.shape[0], len(tokens)
+    if weights.shape != (heads, length, length):
+        raise ValueError(f"self-attention weights of shape {weights.shape} do not fit {length} tokens")
+    # Inches: a row a token, the title above, a line of head names (in their colours) below; no layout engine.
+    key_rows = math.ceil(heads / 8)
+    height = 0.24 * length + 0.5 + 0.2 * key_rows
+    fig = Figure(figsize=(6.5, height))
+    ax = fig.add_axes((0.0, (0.15 + 0.2 * key_rows) / height, 1.0, 0.24 * length / height))
+    for side, x in (("right", -0.02), ("left", 1.02)):
+        for i, token in enumerate(tokens):
+            ax.text(x, -i, token, ha=side, va="center", fontsize=8)
+    colours = _head_colours(heads)
+    for colour, head in zip(colours, weights):
+        query, key = np.nonzero(head >= MIN_WEIGHT)
+        strength = head[query, key]
+        ends = np.stack([np.zeros(len(query)), -query, np.ones(len(key)), -key], axis=1)
+        segments = list(ends.astype(float).reshape(-1, 2, 2))  # per line: its two ends (x, y)
+        rgba = [(*colour, float(w)) for w in strength]
+        ax.add_collection(LineCollection(segments, colors=rgba, linewidths=0.3 + 3.0 * strength))
+    ax.set_xlim(-0.45, 1.45)
+    ax.set_ylim(-length + 0.5, 0.5)
+    ax.axis("off")
+    for h, colour in enumerate(colours):
+        row, column = divmod(h, 8)
+        x, y = (column + 0.5) / 8, (0.1 + 0.2 * (key_rows - 1 - row)) / height
+        fig.text(x, y, f"\u2014 head {h + 1}", color=colour, ha="center", va="bottom", fontsize=7, weight="bold")
+    fig.suptitle(title, fontsize=9, y=1 - 0.05 / height, va="top")
+    return save_png(fig, path)
+
+
+CELL, LABEL_CHAR = 0.14, 0.045  # inches: a token's cell in a heat map, a character of a token's name beside it
+GAP_ROWS = 2  # blank rows above each heat map, for its name
+
+# One colour scale for every panel, 0 to 1; its square root spreads the small weights of diffuse heads apart.
+SCALE = PowerNorm(gamma=0.5, vmin=0.0, vmax=1.0)
+
+
+def _grid(panels: int) -> tuple[int, int]:
+    """Columns and rows for `panels` heat maps: 3 to 6 columns (fewer panels: one row), fewest empty cells, then
+    closest to square, then wider."""
+    if panels <= 3:
+        return panels, 1
+    options = [(cols, math.ceil(panels / cols)) for cols in range(3, min(panels, 6) + 1)]
+    return min(options, key=lambda cr: (cr[0] * cr[1] - panels, abs(cr[0] - cr[1]), -cr[0]))
+
+
+def plot_attention_grid(
+    weights: np.ndarray,
+    rows: Sequence[str],
+    columns: Sequence[str],
+    path: Path,
+    title: str,
+    with_mean: bool = False,
+) -> Path:
+    """`weights` (H, T, S): a heat map per head of the T query tokens (`rows`) over the S key tokens (`columns`),
+    on one colour scale from 0 to 1; `with_mean` puts the mean over the heads first. The maps are tiles of one
+    image, a blank cell between them, the tokens named beside the left column and under the bottom row."""
+    heads, n_q, n_k = weights.shape
+    if (n_q, n_k) != (len(rows), len(columns)):
+        raise ValueError(f"attention weights of shape {weights.shape} do not fit {len(rows)} x {len(columns)} tokens")
+    panels = [(f"head {h + 1}", weights[h]) for h in range(heads)]
+    if with_mean:
+        panels.insert(0, ("mean of the heads", weights.mean(axis=0)))
+    n_cols, n_rows = _grid(len(panels))
+    tile_h, tile_w = n_q + GAP_ROWS, n_k + 1  # a tile: its map, a blank column after it, blank rows above it
+    mosaic = np.full((n_rows * tile_h, n_cols * tile_w - 1), np.nan)  # NaN: blank
+    for index, (_, panel) in enumerate(panels):
+        top, left = (index // n_cols) * tile_h + GAP_ROWS, (index % n_cols) * tile_w
+        mosaic[top : top + n_q, left : left + n_k] = panel
+    # Inches: the image at CELL per token, margins for the token names (LABEL_CHAR a character), title, colour bar.
+    left, bottom = 0.15 + LABEL_CHAR * max(map(len, rows)), 0.15 + LABEL_CHAR * max(map(len, columns))
+    top, right = 0.3 + 0.17 * title.count("\n"), 1.0
+    width, height = CELL * mosaic.shape[1], CELL * mosaic.shape[0]
+    fig = Figure(figsize=(left + width + right, bottom + height + top))
+    size = fig.get_size_inches()
+    ax = fig.add_axes((left / size[0], bottom / size[1], width / size[0], height / size[1]))
+    image = ax.imshow(mosaic, norm=SCALE, cmap="Blues", aspect="auto", interpolation="nearest")
+    for index, (name, _) in enumerate(panels):
+        top_row, left_col = (index // n_cols) * tile_h + GAP_ROWS, (index % n_cols) * tile_w
+        ax.text(left_col + n_k / 2 - 0.5, top_row - 0.7, name, ha="center", va="bottom", fontsize=7)
+    # Token names as plain text, not ticks: a tick is several artists, and a grid of 16 heads has hundreds.
+    for r in range(n_rows):
+        for t, token in enumerate(rows):
+            ax.text(-0.8, r * tile_h + GAP_ROWS + t, token, ha="right", va="center", fontsize=5)
+    for c in range(n_cols):
+        for k, token in enumerate(columns):
+            ax.text(c * tile_w + k, mosaic.shape[0] - 0.2, token, ha="center", va="top", rotation=90, fontsize=5)
+    ax.axis("off")
+    fig.suptitle(title, fontsize=9, y=1 - 0.05 / size[1], va="top")
+    bar = fig.add_axes(((left + width + 0.15) / size[0], 0.25, 0.12 / size[0], 0.5))
+    fig.colorbar(image, cax=bar, label="attention weight (square-root scale)")
+    return save_png(fig, path)
+
+
+# The dev sentences the aggregate stage draws --------------------------------------------------------------------
+
+# In the German-like references (aiayn.data.synthetic): a comma then a relative pronoun opens a relative clause,
+# whose pronoun agrees with its noun in gender and number across the comma and whose finite verb comes last,
+# agreeing with the clause's subject; a subordinator (or "dass" after a verb of saying) opens a verb-final clause.
+RELATIVE_PRONOUNS = frozenset(lx.REL_PRONOUN.values())
+SUBORDINATORS = frozenset({de for _, de in lx.SUBORDINATORS} | {"dass"})
+MAX_WORDS = 16  # source words of a sentence the figures draw: longer ones make unreadable columns
+
+
+def _words(text: str) -> list[str]:
+    return [w.strip(",.?!").lower() for w in text.split()]
+
+
+def has_relative_clause(reference: str) -> bool:
+    words = reference.split()
+    return any(a.endswith(",") and b.lower() in RELATIVE_PRONOUNS for a, b in itertools.pairwise(words))
+
+
+def has_subordinate_clause(reference: str) -> bool:
+    return any(w in SUBORDINATORS for w in _words(reference))
+
+
+FEATURES = (("relative clause", has_relative_clause), ("subordinate clause", has_subordinate_clause))
+
+
+def pick_sentences(sources: Sequence[str], references: Sequence[str]) -> list[tuple[int, str]]:
+    """(index, feature) of the dev sentences to draw: for each of FEATURES in turn, the first sentence in file order
+    of at most MAX_WORDS source words whose reference has it and that no earlier feature took; the first dev
+    sentence, as "first dev sentence", when none has any."""
+    picked: list[tuple[int, str]] = []
+    for feature, test in FEATURES:
+        taken = {i for i, _ in picked}
+        found = next(
+            (
+                i
+                for i, (src, ref) in enumerate(zip(sources, references))
+                if i not in taken and len(src.split()) <= MAX_WORDS and test(ref)
+            ),
+            None,
+        )
+        if found is not None:
+            picked.append((found, feature))
+    return picked or ([(0, "first dev sentence")] if sources else [])
+
+
+@dataclass(frozen=True)
+class Looked:
+    """One sentence through a run: its source and output pieces, the translation, and per layer (first to last)
+    the encoder's self-attention (H, S, S) and the decoder's encoder-decoder attention (H, T, S)."""
+
+    source: list[str]  # S pieces, EOS last
+    target: list[str]  # T pieces: the translation's, then EOS
+    translation: str
+    encoder: list[np.ndarray]
+    cross: list[np.ndarray]
+
+
+def look(run: OpenedRun, sentence: str) -> Looked:
+    """Translate `sentence` with the run's decode settings, then capture the attention of the teacher-forced pass
+    over that translation."""
+    import torch
+
+    from aiayn.decode.search import autocast, source_ids
+    from aiayn.eval.trained import decode_precision, search_with
+    from aiayn.model.capture import capture_attention
+
+    model, tokenizer = run.model, run.tokenizer
+    src = source_ids(tokenizer, [sentence], model.cfg.max_positions)[0]
+    if not src:
+        raise ValueError(f"{sentence!r} has no tokens to attend over; give a sentence")
+    output = search_with(run.cfg, model, tokenizer, [sentence], run.device, "attention")[0]
+    with (
+        torch.inference_mode(),
+        autocast(decode_precision(run.cfg), run.device),
+        capture_attention(model) as record,
+    ):
+        model.features(
+            torch.tensor([src], device=run.device), torch.tensor([[tokenizer.bos_id, *output]], device=run.device)
+        )
+    return Looked(
+        source=[tokenizer.piece(i) for i in src],
+        target=[tokenizer.piece(i) for i in [*output, tokenizer.eos_id]],
+        translation=tokenizer.decode([output])[0],
+        encoder=[calls[0][0].float().cpu().numpy() for calls in record.encoder],
+        cross=[calls[0][0].float().cpu().numpy() for calls in record.cross],
+    )
+
+
+def figure_names(name: str, layer: int) -> tuple[str, str, str]:
+    """The three files `write_figures` writes for a layer (1-based): encoder lines, encoder heads, cross."""
+    return f"{name}-encoder{layer}-lines.png", f"{name}-encoder{layer}-heads.png", f"{name}-cross{layer}.png"
+
+
+def write_figures(looked: Looked, out_dir: Path, name: str, layer: int | None = None, label: str = "") -> list[Path]:
+    """The three figures of `layer` (1 to n_layers; None: the last) into `out_dir`, named by `figure_names`;
+    `label` (the run, the sentence's origin) heads each title."""
+    n_layers = len(looked.encoder)
+    layer = n_layers if layer is None else layer
+    if not 1 <= layer <= n_layers:
+        raise ValueError(f"--layer {layer}: the model has layers 1 to {n_layers}")
+    lines, heads, cross = (Path(out_dir) / f for f in figure_names(name, layer))
+    head = f"{label}: " if label else ""
+    source, target = looked.source, looked.target
+    return [
+        plot_attention_lines(
+            looked.encoder[layer - 1], source, lines, f"{head}encoder self-attention, layer {layer} of {n_layers}"
+        ),
+        plot_attention_grid(
+            looked.encoder[layer - 1],
+            source,
+            source,
+            heads,
+            f"{head}encoder self-attention, layer {layer} of {n_layers}, per head (row attends to column)",
+        ),
+        plot_attention_grid(
+            looked.cross[layer - 1],
+            target,
+            source,
+            cross,
+            f"{head}encoder-decoder attention, layer {layer} of {n_layers}\n"
+            f"{looked.translation!r}: output token (row) attends to source token (column)",
+            with_mean=True,
+        ),
+    ]
+
+
+# What the attention_figures stage draws: Table 2's two systems, one seed each, on the dev sentences
+# pick_sentences chooses, into results/attention/.
+FIGURE_ROWS, FIGURE_SEED = ("base", "big"), 1
+FIGURE_DIR = "attention"
+
+
+def dev_figures(
+    runs: Sequence[RunSpec], sources: Sequence[str], references: Sequence[str], bpe_dir: Path, out_dir: Path
+) -> list[Path]:
+    """For each finished run (a run not finished yet is passed over), the last layer's figures of the dev sentences
+    `pick_sentences` chooses, named `{run}-dev{line}` (base-s1-dev44), from the run's last checkpoint (dev's
+    weights, which decoded the evaluate stage's dev hypotheses). Afterwards `out_dir` holds these PNGs
+    and no others."""
+    import torch
+
+    from aiayn.eval.trained import finished_run, open_run
+
+    picked = pick_sentences(sources, references)
+    written: list[Path] = []
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # one sentence at a time: matrices too small for a second thread to pay for itself
+    try:
+        for spec in runs:
+            try:
+                finished_run(spec.run_dir)
+            except (FileNotFoundError, ValueError) as err:
+                log.warning("no attention figures of %s: %s", spec.shown(spec.run_dir), err)
+                continue
+            run = open_run(spec.run_dir, average=1, bpe_dir=bpe_dir)
+            for index, feature in picked:
+                looked = look(run, sources[index])
+                label = f"{spec.name()}, dev line {index + 1} ({feature})"
+                written += write_figures(looked, out_dir, f"{spec.name()}-dev{index + 1}", label=label)
+    finally:
+        torch.set_num_threads(threads)
+    for stale in set(Path(out_dir).glob("*.png")) - set(written):
+        stale.unlink()
+    return written
+
+
+def stage(cfg: DictConfig) -> list[Path]:
+    """The attention_figures stage: results/attention/ holds what FIGURE_ROWS (seed FIGURE_SEED, of the variant the
+    tables show, when they are among params.yaml's rows and their runs finished) attend to in the dev sentences
+    `pick_sentences` chooses, and no other PNG."""
+    rows, seeds, _ = rows_and_seeds(cfg.aggregate)
+    specs = [
+        RunSpec.for_row(row, FIGURE_SEED, dict(cfg.variant), cfg.paths.runs, cfg.paths.evals)
+        for row in FIGURE_ROWS
+        if row in rows and FIGURE_SEED in seeds.get(row, [])
+    ]
+    raw, out_dir = Path(cfg.paths.raw), Path(cfg.paths.results) / FIGURE_DIR
+    out_dir.mkdir(parents=True, exist_ok=True)  # a DVC output even when no run is drawn
+    written = dev_figures(
+        specs,
+        read_lines(raw / runspec.raw_file("valid", "src")),
+        read_lines(raw / runspec.raw_file("valid", "tgt")),
+        Path(cfg.paths.bpe),
+        out_dir,
+    )
+    _log(cfg, written)
+    return written
+
+
+def _log(cfg: DictConfig, figures: list[Path]) -> None:
+    """The figures as images of one wandb run of job_type attention_figures, beside the aggregate's."""
+    from aiayn import tracking
+
+    run = tracking.start_run(
+        cfg, job_type="attention_figures", name=f"attention-figures-{cfg.scale.name}", group="aggregate"
+    )
+    if run is None:
+        return
+    try:
+        import wandb
+
+        for png in figures:
+            run.log({f"{FIGURE_DIR}/{png.stem}": wandb.Image(str(png))})
+    except Exception as err:
+        log.warning("could not log the attention figures to wandb: %s", tracking.scrub(str(err)))
+    finally:
+        tracking.finish(run)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m aiayn.attention_figures", description=__doc__.splitlines()[0])
+    parser.add_argument("run_dir", type=Path, help="a finished run folder, e.g. runs/base/seed1")
+    parser.add_argument("sentence", help="the source sentence, raw text")
+    parser.add_argument("--layer", type=int, help="the layer to draw, 1 to n_layers (default: the last)")
+    parser.add_argument("--out", type=Path, default=Path("attention"), help="output folder (default: attention/)")
+    parser.add_argument("--name", default="sentence", help="the files' name prefix (default: sentence)")
+    parser.add_argument("--average", type=positive, help="average the last K checkpoints (default: the row's)")
+    parser.add_argument("--bpe", type=Path, help="the bpe folder holding the run's spm.model (default: paths.bpe)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s", stream=sys.stderr)
+    from aiayn.eval.trained import open_run
+
+    try:
+        run = open_run(args.run_dir, args.average, args.bpe)
+        looked = look(run, args.sentence)
+        paths = write_figures(looked, args.out, args.name, args.layer, label=str(args.run_dir))
+    except (FileNotFoundError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(f"translation: {looked.translation}")
+    for path in paths:
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
