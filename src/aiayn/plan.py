@@ -24,6 +24,7 @@ from typing import Any
 
 import yaml
 
+from aiayn import runspec
 from aiayn.config.params import Params
 from aiayn.devices import load as device_table
 from aiayn.flops import MODEL_KEYS, forward_flops_per_token, training_flops
@@ -54,7 +55,7 @@ def anchors() -> dict[str, dict[str, int]]:
 def corpus(data: str, vocab: int, bpe_dir: Path) -> dict[str, Any]:
     """Average lengths and dev/test sizes: measured from data/bpe/stats.json when the bpe stage has run on this
     corpus and vocabulary, else the estimates above."""
-    stats, raw = _read(Path(bpe_dir) / "stats.json"), _read(Path(bpe_dir).parent / "raw" / "stats.json")
+    stats, raw = _read(Path(bpe_dir) / runspec.DATA_STATS), _read(Path(bpe_dir).parent / "raw" / runspec.DATA_STATS)
     if raw.get("source") == data and stats.get("vocab_size") == vocab:
         splits = stats["splits"]
         train = splits["train"]

@@ -7,6 +7,7 @@ from pathlib import Path
 import lightning as L
 from torch.utils.data import DataLoader
 
+from aiayn import runspec
 from aiayn.data.batching import Collater, TokenBatchSampler
 from aiayn.data.binary import EncodedSplit
 from aiayn.data.tokenizer import Tokenizer
@@ -48,7 +49,7 @@ class TranslationDataModule(L.LightningDataModule):
 
     @property
     def tokenizer_path(self) -> Path:
-        return self.bpe_dir / "spm.model"
+        return self.bpe_dir / runspec.TOKENIZER
 
     def setup(self, stage: str | None = None) -> None:
         if self.tokenizer is None:

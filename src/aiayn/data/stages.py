@@ -9,6 +9,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from aiayn import runspec
 from aiayn.config.resolve import plain
 from aiayn.io import atomic_write_json
 
@@ -52,7 +53,7 @@ def fetch(cfg: DictConfig) -> dict[str, Any]:
                 for split, w in written.items()
             }
         )
-        atomic_write_json(out / "stats.json", stats)
+        atomic_write_json(out / runspec.DATA_STATS, stats)
         return stats
     from aiayn.data.clean import CleanOptions
     from aiayn.data.sources import prepare_local, prepare_multi30k, prepare_wmt14
@@ -98,14 +99,14 @@ def bpe(cfg: DictConfig) -> dict[str, Any]:
     d, raw, out = cfg.data, Path(cfg.paths.raw), Path(cfg.paths.bpe)
     for split in SPLITS:
         for side in ("src", "tgt"):
-            if not (raw / f"{split}.{side}").exists():
+            if not (raw / runspec.raw_file(split, side)).exists():
                 raise FileNotFoundError(f"{raw / f'{split}.{side}'} is missing: run the fetch stage first")
     if out.exists():
         shutil.rmtree(out)  # a stage output: rebuilt whole, never mixed with an older tokenizer's files
     out.mkdir(parents=True)
     model = train_tokenizer(
-        [raw / "train.src", raw / "train.tgt"],
-        out / "spm",
+        [raw / runspec.raw_file("train", "src"), raw / runspec.raw_file("train", "tgt")],
+        out / runspec.TOKENIZER_PREFIX,
         vocab_size=d.vocab_size,
         model_type=d.model_type,
         sample_size=d.bpe_sample,
@@ -115,7 +116,9 @@ def bpe(cfg: DictConfig) -> dict[str, Any]:
     tokenizer = Tokenizer(model)
     stats: dict[str, Any] = {"vocab_size": tokenizer.vocab_size, "model_type": d.model_type, "splits": {}}
     for split in SPLITS:
-        stats["splits"][split] = encode_split(tokenizer, raw / f"{split}.src", raw / f"{split}.tgt", out / split)
+        stats["splits"][split] = encode_split(
+            tokenizer, raw / runspec.raw_file(split, "src"), raw / runspec.raw_file(split, "tgt"), out / split
+        )
         log.info("encoded %s: %s", split, stats["splits"][split])
-    atomic_write_json(out / "stats.json", stats)
+    atomic_write_json(out / runspec.DATA_STATS, stats)
     return stats

@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import torch
 from omegaconf import DictConfig, OmegaConf
@@ -22,8 +21,7 @@ from aiayn.eval.averaging import average_checkpoints
 from aiayn.model.config import ModelConfig
 from aiayn.model.transformer import Transformer
 from aiayn.progress import Progress
-
-TOKENIZER = "spm.model"  # the bpe stage's tokenizer, in paths.bpe
+from aiayn.train.checkpoint_reader import read_checkpoint, stored_fingerprint
 
 
 def finished_run(run_dir: Path) -> DictConfig:
@@ -74,7 +72,7 @@ def select_last(ckpt_dir: Path, k: int) -> list[Path]:
     """The run's last max(k, 1) checkpoints by step (aiayn.eval.averaging.select_last); an unreadable last.ckpt,
     whose step it reads, is an error naming the file."""
     if (ckpt_dir / runspec.LAST_CHECKPOINT).exists():
-        open_checkpoint(ckpt_dir / runspec.LAST_CHECKPOINT)
+        read_checkpoint(ckpt_dir / runspec.LAST_CHECKPOINT)
     return averaging.select_last(ckpt_dir, k)
 
 
@@ -86,36 +84,25 @@ def load_model(ckpt_dir: Path, average_last: int, device: torch.device) -> tuple
 
 def load_weights(paths: list[Path], device: torch.device) -> Transformer:
     """The model with the mean weights of the given checkpoints (one: its weights as they are)."""
-    hparams = [open_checkpoint(p) for p in paths][-1]["hyper_parameters"]
+    hparams = [read_checkpoint(p) for p in paths][-1]["hyper_parameters"]
     model = Transformer(ModelConfig(**hparams["model"]), hparams["vocab_size"], hparams["pad_id"])
     model.load_state_dict(average_checkpoints(paths))
     return model.to(device).eval()
 
 
-def open_checkpoint(path: Path) -> dict[str, Any]:
-    """A checkpoint memory-mapped (weights_only=True); a truncated or corrupt file is an error naming it."""
-    try:
-        return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    except Exception as err:
-        raise ValueError(
-            f"{path}: unreadable checkpoint ({type(err).__name__}: {err}); delete it and rerun the "
-            f"train stage to rewrite it"
-        ) from err
-
-
 def run_tokenizer(bpe_dir: Path, checkpoint: Path) -> Tokenizer:
     """The tokenizer in `bpe_dir`, refused when it is not the one the checkpoint's run trained with (the sha256
     its fingerprint records; a checkpoint without one is not checked)."""
-    if not (Path(bpe_dir) / TOKENIZER).is_file():
+    if not (Path(bpe_dir) / runspec.TOKENIZER).is_file():
         raise FileNotFoundError(
-            f"{Path(bpe_dir) / TOKENIZER} not found: the run's tokenizer (paths.bpe, the bpe stage's); work from the "
-            f"folder the run was trained in, or name its bpe folder"
+            f"{Path(bpe_dir) / runspec.TOKENIZER} not found: the run's tokenizer (paths.bpe, the bpe stage's); work "
+            f"from the folder the run was trained in, or name its bpe folder"
         )
-    tokenizer = Tokenizer(Path(bpe_dir) / TOKENIZER)
-    trained = (open_checkpoint(checkpoint).get(runspec.FINGERPRINT) or {}).get("data", {}).get("tokenizer_sha256")
+    tokenizer = Tokenizer(Path(bpe_dir) / runspec.TOKENIZER)
+    trained = stored_fingerprint(checkpoint).get("data", {}).get("tokenizer_sha256")
     if trained is not None and trained != tokenizer.sha256:
         raise ValueError(
-            f"{Path(bpe_dir) / TOKENIZER} is not the tokenizer {checkpoint} was trained with (sha256 "
+            f"{Path(bpe_dir) / runspec.TOKENIZER} is not the tokenizer {checkpoint} was trained with (sha256 "
             f"{tokenizer.sha256[:12]}..., the run's {trained[:12]}...); point at the bpe folder the run trained with"
         )
     return tokenizer

@@ -32,6 +32,7 @@ from aiayn import runspec, tracking
 from aiayn.io import atomic_path
 from aiayn.runspec import CHECKPOINTS, FINGERPRINT, LAST_CHECKPOINT, LOCK, STALE
 from aiayn.train.callbacks import ends_update
+from aiayn.train.checkpoint_reader import stored_fingerprint, stored_step
 
 log = logging.getLogger(__name__)
 
@@ -142,9 +143,8 @@ def resume_checkpoint(ckpt_dir: Path, current: dict[str, Any], resume: bool) -> 
         return None
     differences: list[str] = []
     if resume:
-        stored = {p: _stored(p) for p in candidates}
-        newest = max(candidates, key=lambda p: stored[p][1])
-        differences = _diff(stored[newest][0], current)
+        newest = max(candidates, key=stored_step)
+        differences = _diff(stored_fingerprint(newest), current)
         if not differences:
             return newest
     aside = run_dir / f"{STALE}{time.strftime('%Y%m%d-%H%M%S')}"
@@ -156,23 +156,6 @@ def resume_checkpoint(ckpt_dir: Path, current: dict[str, Any], resume: bool) -> 
     for path in run_dir.glob("hpc_ckpt_*.ckpt"):
         shutil.move(str(path), aside / path.name)
     return None
-
-
-def _stored(path: Path) -> tuple[dict[str, Any], int]:
-    """A checkpoint's fingerprint and global step, read without loading the weights and optimizer state."""
-    try:
-        ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    except Exception as err:  # truncated, not a zip, unpicklable: name the file, never start over silently
-        raise ValueError(
-            f"{path}: unreadable checkpoint ({type(err).__name__}: {err}); delete it, or rerun with "
-            f"train.resume=false to move the checkpoints aside and start over"
-        ) from err
-    return ckpt.get(FINGERPRINT) or {}, int(ckpt.get("global_step", -1))
-
-
-def stored_step(path: Path) -> int:
-    """The global step a checkpoint was written at (-1 when it does not say), read without loading its weights."""
-    return _stored(path)[1]
 
 
 def lock_run_dir(run_dir: Path):

@@ -25,7 +25,8 @@ from aiayn.io import atomic_write_json, atomic_write_text, read_json
 from aiayn.progress import clock, on_terminal
 from aiayn.runspec import RunSpec
 from aiayn.train.callbacks import CurveWriter, RngState, RunProgress
-from aiayn.train.checkpointing import AtomicCheckpointIO, Checkpointer, lock_run_dir, resume_checkpoint, stored_step
+from aiayn.train.checkpoint_reader import stored_step
+from aiayn.train.checkpointing import AtomicCheckpointIO, Checkpointer, lock_run_dir, resume_checkpoint
 from aiayn.train.mfu import MFUMonitor
 from aiayn.train.module import TranslationModule
 

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 
+from aiayn import runspec
 from aiayn.data.clean import CleanOptions, clean_parallel, iter_parallel, normalize_text, write_json
 
 SUFFIXES = ("", ".sgm", ".gz")
@@ -108,7 +109,11 @@ def prepare_local(
         "clean": asdict(clean) | {"length_filters_apply_to": "train only"},
     }
     stats["valid"] = clean_parallel(
-        iter_parallel(*files["valid"]), out_dir / "valid.src", out_dir / "valid.tgt", clean, train=False
+        iter_parallel(*files["valid"]),
+        out_dir / runspec.raw_file("valid", "src"),
+        out_dir / runspec.raw_file("valid", "tgt"),
+        clean,
+        train=False,
     ) | {"files": [p.name for p in files["valid"]]}
     train_pairs: Iterator[tuple[str, str]] = iter_parallel(*files["train"])
     removed = {"removed_for_test": 0}
@@ -125,11 +130,22 @@ def prepare_local(
     else:
         test_pairs, test_name = iter_parallel(*files["test"]), f"{test_prefix} ({files['test'][0].name})"
     train = clean_parallel(
-        train_pairs, out_dir / "train.src", out_dir / "train.tgt", clean, train=True, max_pairs=max_train_pairs
+        train_pairs,
+        out_dir / runspec.raw_file("train", "src"),
+        out_dir / runspec.raw_file("train", "tgt"),
+        clean,
+        train=True,
+        max_pairs=max_train_pairs,
     )
     # "read" counts the pairs left after the carve; removed_for_test counts those held out and their repeats.
     stats["train"] = train | removed | {"files": [p.name for p in files["train"]]}
-    stats["test"] = clean_parallel(test_pairs, out_dir / "test.src", out_dir / "test.tgt", clean, train=False)
+    stats["test"] = clean_parallel(
+        test_pairs,
+        out_dir / runspec.raw_file("test", "src"),
+        out_dir / runspec.raw_file("test", "tgt"),
+        clean,
+        train=False,
+    )
     stats["test_set"] = test_name
-    write_json(out_dir / "stats.json", stats)
+    write_json(out_dir / runspec.DATA_STATS, stats)
     return stats

@@ -7,6 +7,7 @@ import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from aiayn import runspec
 from aiayn.data.clean import CleanOptions, CorpusError, clean_parallel, iter_parallel
 from aiayn.data.download import RetryPolicy
 from aiayn.data.sources.catalog import MULTI30K, TextPairSpec, TextSplit
@@ -52,7 +53,12 @@ def _split(
     train = name == "train"
     pairs = _checked(iter_parallel(src_path, tgt_path), split, src_path, CorpusError if train else TestSetError)
     stats = clean_parallel(
-        pairs, out_dir / f"{name}.src", out_dir / f"{name}.tgt", clean, train=train, max_pairs=max_pairs
+        pairs,
+        out_dir / runspec.raw_file(name, "src"),
+        out_dir / runspec.raw_file(name, "tgt"),
+        clean,
+        train=train,
+        max_pairs=max_pairs,
     )
     files = [split.archive(lang).filename for lang in langs]
     return {**stats, "set": split.name, "description": split.description, "files": files}

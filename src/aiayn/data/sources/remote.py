@@ -8,6 +8,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from aiayn import runspec
 from aiayn.data.archive import extract
 from aiayn.data.clean import CleanOptions, write_json
 from aiayn.data.download import RetryPolicy, fetch
@@ -94,5 +95,5 @@ def write_stats(
         **splits,
         "archives": dict(fetcher.used),
     }
-    write_json(Path(out_dir) / "stats.json", stats)
+    write_json(Path(out_dir) / runspec.DATA_STATS, stats)
     return stats

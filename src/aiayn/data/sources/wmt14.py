@@ -6,6 +6,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+from aiayn import runspec
 from aiayn.data.clean import CleanOptions, clean_parallel, iter_parallel
 from aiayn.data.download import RetryPolicy
 from aiayn.data.sgm import read_sgm_pair
@@ -26,7 +27,13 @@ def _eval_split(
             f"{eval_set.expected_lines} ({eval_set.description}); sets of different sizes "
             f"must never be mixed"
         )
-    stats = clean_parallel(zip(src, ref), out_dir / f"{split}.src", out_dir / f"{split}.tgt", clean, train=False)
+    stats = clean_parallel(
+        zip(src, ref),
+        out_dir / runspec.raw_file(split, "src"),
+        out_dir / runspec.raw_file(split, "tgt"),
+        clean,
+        train=False,
+    )
     return {**stats, "set": eval_set.name, "description": eval_set.description, "files": [src_member, ref_member]}
 
 
@@ -72,8 +79,8 @@ def prepare_wmt14(
     read: dict[str, int] = {}
     train = clean_parallel(
         _train_pairs(fetcher, spec, src_lang, tgt_lang, read),
-        out_dir / "train.src",
-        out_dir / "train.tgt",
+        out_dir / runspec.raw_file("train", "src"),
+        out_dir / runspec.raw_file("train", "tgt"),
         clean,
         train=True,
         max_pairs=max_train_pairs,
