@@ -48,7 +48,15 @@ def test_the_one_extension_runs_only_the_planned_seeds(tmp_path: Path, copy_proj
     assert "60 planned > aggregate.max_seeds 3: stays at 2; no new seeds" in out
     assert '"shown"' in (repo / "results" / "design.json").read_text()  # the pilot's record
     ran = {line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage")}
-    assert ran == {"seeds", "train@base", "evaluate@base", "train@D1", "evaluate@D1", "aggregate"}, out
+    assert ran == {
+        "seeds",
+        "train@base",
+        "evaluate@base",
+        "train@D1",
+        "evaluate@D1",
+        "aggregate",
+        "attention_figures",
+    }, out
     # Finished seeds are skipped, not retrained: D1 seed 1's summary and checkpoints keep their bytes (DVC relinks
     # them from its cache, so not their times). Read from the files: the "already trained" log line was once missing
     # from the captured output, in a loaded slow-tier run with two forked jobs writing to one pipe (cause not found).

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from aiayn.fingerprint import CANNOT_CHANGE_RESULTS, module_file
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -115,6 +117,26 @@ def test_every_output_file_is_stored_once(repo: Path) -> None:
     assert any(f.suffix == ".ckpt" for f in files) and not copied, copied
 
 
+def test_a_model_code_edit_redoes_the_runs_and_figures_not_the_tables(repo: Path) -> None:
+    """aggregate reads what evaluate wrote (JSON, text, the runs' small files copied beside them), never a model:
+    an edit of the model code changes train, evaluate and attention_figures, and not aggregate itself."""
+    model = repo / "src" / "aiayn" / "model" / "transformer.py"
+    before = model.read_text()
+    try:
+        model.write_text(before + "\nEDITED = True\n")
+        changed = {
+            line.strip().rstrip(":")
+            for line in dvc("status", cwd=repo).splitlines()
+            if line and not line.startswith(("\t", " "))
+        }
+    finally:
+        model.write_text(before)
+    assert {"train@base", "evaluate@base", "attention_figures"} <= changed and "aggregate" not in changed, changed
+    deps = yaml.safe_load((repo / "dvc.yaml").read_text())["stages"]["aggregate"]["deps"]
+    assert not [d for d in deps if d.startswith(("src/aiayn/model", "src/aiayn/decode", "src/aiayn/eval", "runs"))]
+    assert not [d for d in deps if "tokenizer" in d or d.startswith("data/bpe")], deps
+
+
 def test_second_repro_reruns_nothing(repo: Path) -> None:
     # Bytecode that Python writes into src/ as stages import it (an editable install) changes no stage.
     run([sys.executable, "-m", "compileall", "-q", "src", "pipeline"], repo)
@@ -125,7 +147,7 @@ def test_second_repro_reruns_nothing(repo: Path) -> None:
 
 def test_every_job_left_an_offline_wandb_run(repo: Path) -> None:
     runs = sorted((repo / "wandb").glob("offline-run-*/run-*.wandb"))
-    assert len(runs) == 2 + 2 + 1, runs  # train and eval for two seeds, one aggregate
+    assert len(runs) == 2 + 2 + 1 + 1, runs  # train and eval for two seeds, one aggregate, one attention_figures
 
 
 def test_dag_is_fetch_bpe_train_evaluate_aggregate(repo: Path) -> None:
@@ -137,6 +159,7 @@ def test_dag_is_fetch_bpe_train_evaluate_aggregate(repo: Path) -> None:
         "seeds --> evaluate@base",
         "train@base --> evaluate@base",
         "evaluate@base --> aggregate",
+        "train@base --> attention_figures",
     ):
         assert edge.split(" --> ")[0] in dag and edge.split(" --> ")[1] in dag
 
@@ -153,7 +176,7 @@ PLOTS = (
 
 
 def attention_figures(repo: Path) -> set[str]:
-    """The aggregate stage's attention figures (base seed 1's), by their path in the repo."""
+    """The attention_figures stage's figures (base seed 1's), by their path in the repo."""
     return {f"results/attention/{p.name}" for p in (repo / "results" / "attention").glob("*.png")}
 
 
@@ -261,7 +284,7 @@ def test_adding_a_row_changes_only_that_rows_stages(repo: Path) -> None:
     }
     run(["git", "checkout", "-q", "--", "params.yaml"], repo)
     # The seeds stage reruns (it writes every row's seed list), but leaves the other rows' lists as they were.
-    assert changed == {"seeds", "train@X_preln", "evaluate@X_preln", "aggregate"}, changed
+    assert changed == {"seeds", "train@X_preln", "evaluate@X_preln", "aggregate", "attention_figures"}, changed
 
 
 def test_hydra_multirun_runs_two_seeds(repo: Path) -> None:
@@ -335,7 +358,7 @@ def test_exp_run_with_one_more_seed_trains_only_that_seed(repo: Path) -> None:
     before = (repo / "runs" / "base" / "seed1" / "train.json").read_text()
     out = dvc("exp", "run", "-S", "seeds=[1,2,3]", cwd=repo)
     ran = {line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage")}
-    assert ran == {"seeds", "train@base", "evaluate@base", "aggregate"}, out
+    assert ran == {"seeds", "train@base", "evaluate@base", "aggregate", "attention_figures"}, out
     for seed in (1, 2):  # the row's stage reran, but its finished seeds were skipped, not retrained
         assert f"runs/base/seed{seed}: already trained to step" in out, out
     assert "runs/base/seed3: already trained" not in out
@@ -345,12 +368,14 @@ def test_exp_run_with_one_more_seed_trains_only_that_seed(repo: Path) -> None:
 
 
 # Read by stages but not declared, each for a reason: how a run is observed or scheduled, never what it computes.
+# The modules among them are aiayn.fingerprint's list of code that cannot change results, those that change no
+# output at all: one list, which also keeps them out of a run's code digest.
 UNDECLARED_OK = {
     "conf/logger/": "where wandb logs (logger=none turns it off); results do not depend on it",
     "conf/hydra/": "the launcher that schedules a row's seeds (local processes, in turn, SLURM); same results",
     "src/hydra_plugins/": "the fork launcher (Hydra scans its plugins in every stage); same results",
     "src/aiayn/__init__.py": "an empty package marker",
-    "src/aiayn/progress.py": "progress lines in the log; it writes nothing",
+    **{module_file(m): u.why for m, u in CANNOT_CHANGE_RESULTS.items() if u.no_output},
 }
 # Composed by a stage (every stage is a Hydra app on conf/config.yaml, whose defaults name every group) but never
 # read for its outputs: fetch and bpe read data, scale and paths; aggregate reads paths and the run folders.
@@ -358,6 +383,7 @@ COMPOSED_NOT_READ = {
     "fetch": ("conf/row/", "conf/model/", "conf/decode/", "conf/trainer/"),
     "bpe": ("conf/row/", "conf/model/", "conf/decode/", "conf/trainer/"),
     "aggregate": ("conf/row/", "conf/model/", "conf/decode/", "conf/trainer/", "conf/data/", "conf/scale/"),
+    "attention_figures": ("conf/row/", "conf/model/", "conf/decode/", "conf/trainer/", "conf/data/", "conf/scale/"),
     "train": ("conf/decode/",),
 }
 # DVC's own state, the installed environment, and the .dvcignore'd logs.
@@ -422,14 +448,14 @@ def test_every_file_a_stage_reads_is_a_dep_and_every_file_it_writes_an_out(repo:
 def test_exp_run_sets_any_config_key_and_reruns_only_the_stages_it_concerns(repo: Path) -> None:
     out = dvc("exp", "run", "-S", "train.lr_factor=2", cwd=repo)
     ran = {line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage")}
-    assert ran == {"train@base", "evaluate@base", "aggregate"}, out
+    assert ran == {"train@base", "evaluate@base", "aggregate", "attention_figures"}, out
     assert (repo / "runs" / "base" / "lr_factor=2" / "seed1" / "train.json").is_file()
     assert (repo / "runs" / "base" / "seed1" / "train.json").is_file()  # the row's own runs are kept
     config = yaml.safe_load((repo / "runs" / "base" / "lr_factor=2" / "seed1" / "config.yaml").read_text())
     assert config["train"]["lr_factor"] == 2 and config["variant"] == {"train.lr_factor": 2.0}
     out = dvc("exp", "run", "-S", "decode.beam_size=2", cwd=repo)  # a decode setting: no retraining
     ran = {line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage")}
-    assert ran == {"evaluate@base", "aggregate"}, out
+    assert ran == {"evaluate@base", "aggregate", "attention_figures"}, out  # the figures translate with it
     assert (repo / "evals" / "base" / "lr_factor=2,beam_size=2" / "seed2" / "eval.json").is_file()
     shown = json.loads(dvc("exp", "show", "--json", cwd=repo))
     params = next(iter(shown))["data"]["params"]["params.yaml"]["data"]  # the workspace

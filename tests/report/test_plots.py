@@ -50,7 +50,7 @@ def test_the_claims_figure_is_a_deterministic_png(tmp_path):
 def test_learning_curves_with_gaps_and_without_curves(tmp_path):
     curve = tmp_path / "curve.csv"
     curve.write_text("step,train_loss,val_loss,val_ppl,lr\n1,5.0,,,0.1\n2,4.0,4.1,60.3,0.2\n3,3.5,,,0.3\n")
-    plot_learning_curves({"base/seed1": curve, "base/seed2": curve}, tmp_path / "curves.png")
+    plot_learning_curves({("base", 1): curve, ("base", 2): curve}, tmp_path / "curves.png")
     plot_learning_curves({}, tmp_path / "empty.png")
     for name in ("curves.png", "empty.png"):
         assert (tmp_path / name).read_bytes().startswith(PNG)
@@ -84,7 +84,7 @@ def test_learning_curves_mark_the_papers_perplexities_at_paper_scale(tmp_path, f
     recs = collect_runs(fabricated["runs"], ["base", "A1"], [1, 2, 3])
     assert paper_perplexities(recs, {"scale": "tiny"}) == {}  # absolute levels are not comparable
     assert paper_perplexities(recs, {"scale": "paper"}) == {"base": 4.92}  # A1 is not marked
-    curves = {f"{r.row}/seed{r.seed}": r.path / "curve.csv" for r in recs}
+    curves = {(r.row, r.seed): r.path / "curve.csv" for r in recs}
     plain, marked = tmp_path / "plain.png", tmp_path / "marked.png"
     plot_learning_curves(curves, plain)
     plot_learning_curves(curves, marked, {"base": 4.92})

@@ -197,7 +197,7 @@ def test_aggregate_writes_every_output(fabricated):
         "table3.tex",
     ]
     assert summary["n_per_row"] == {"base": 3, "A1": 3, "A3": 3, "C5": 3, "D1": 1, "custom": 3, "big": 0}
-    assert "big/seed1" in summary["failed"]
+    assert "big-s1" in summary["failed"]
     json.dumps(summary)  # plain values, ready for logging
     with open(out / "table3.csv", newline="") as f:
         table = list(csv.DictReader(f))

@@ -84,15 +84,17 @@ def seed_band(curves: Sequence[dict[str, list[float]]], key: str) -> tuple[np.nd
     return np.asarray(steps), table.mean(axis=0), table.min(axis=0), table.max(axis=0)
 
 
-def plot_learning_curves(curves: Mapping[str, Path], path: Path, paper_ppl: Mapping[str, float] | None = None) -> Path:
+def plot_learning_curves(
+    curves: Mapping[tuple[str, int], Path], path: Path, paper_ppl: Mapping[str, float] | None = None
+) -> Path:
     """Training loss and validation perplexity against step: each row as the mean over its seeds, with the range
     of its seeds as a band; `paper_ppl` (row -> the paper's dev PPL, given at the paper's scale) as dashed marks.
 
-    Keys of `curves` are "row/seedN" (or "row/variant/seedN") labels.
+    Keys of `curves` are (row, seed).
     """
     by_row: dict[str, list[dict[str, list[float]]]] = {}
-    for label, csv_path in curves.items():
-        by_row.setdefault(label.rsplit("/", 1)[0], []).append(read_curve(csv_path))
+    for (row, _), csv_path in curves.items():
+        by_row.setdefault(row, []).append(read_curve(csv_path))
     styles = _row_styles(list(by_row))
     fig = Figure(figsize=(13, 5))
     ax_loss, ax_ppl = fig.subplots(1, 2)

@@ -50,11 +50,12 @@ def sentence_lengths(refs: Mapping[str, Path]) -> tuple[float, float]:
     """Average (source, target) sentence lengths for counted attention FLOPs, from the test (else dev) files.
 
     Words, not subword tokens: attention products are a few percent of the total at these lengths, so the
-    underestimate barely moves the count. The source side is test.src beside test.tgt when it exists.
+    underestimate barely moves the count. The source side is the split's source file beside it when it exists.
     """
-    tgt_file = refs.get("test") or refs.get("valid")
+    split = "test" if refs.get("test") else "valid"
+    tgt_file = refs.get(split)
     tgt = mean_words(tgt_file)
-    src = mean_words(Path(tgt_file).with_suffix(".src")) if tgt_file else None
+    src = mean_words(Path(tgt_file).with_name(runspec.raw_file(split, "src"))) if tgt_file else None
     tgt = tgt or 1.0  # no reference text at all: count the matmuls at length 1 rather than fail
     return (src or tgt, tgt)
 
@@ -106,7 +107,7 @@ def aggregate(
     )
     table3 = build_table3(records, design)
     table2 = build_table2(records, lengths, sustained_flops_per_device)
-    curves = {f"{r.row}/seed{r.seed}": r.path / runspec.CURVE for r in records if (r.path / runspec.CURVE).is_file()}
+    curves = {(r.row, r.seed): r.path / runspec.CURVE for r in records if (r.path / runspec.CURVE).is_file()}
     sweep, swept = build_sweep(collect_points(Path(evals_dir or runs_dir), rows))
     outputs = [
         *write_table3(table3, out_dir, context, design),
@@ -120,7 +121,7 @@ def aggregate(
         "n_runs": len(records),
         "n_ok": len(ok),
         "n_per_row": {row: sum(r.ok for r in records if r.row == row) for row in rows},
-        "failed": {f"{r.row}/seed{r.seed}": r.reason for r in records if not r.ok},
+        "failed": {f"{r.row}-s{r.seed}": r.reason for r in records if not r.ok},
         "context": context,
         "table3": table3,
         "table2": table2,
@@ -145,11 +146,11 @@ def paper_perplexities(records: Sequence[RunRecord], context: Mapping[str, Any])
     return out
 
 
-def write_curves(curves: Mapping[str, Path], path: Path) -> Path:
-    """Every run's validation points in one long CSV (row, seed, run, step, val_loss, val_ppl) for `dvc plots`."""
+def write_curves(curves: Mapping[tuple[str, int], Path], path: Path) -> Path:
+    """Every run's validation points in one long CSV (row, seed, run, step, val_loss, val_ppl) for `dvc plots`;
+    `curves` maps (row, seed) to the run's curve file."""
     lines = ["row,seed,run,step,val_loss,val_ppl"]
-    for run, csv_path in curves.items():
-        row, seed = run.split("/seed")
+    for (row, seed), csv_path in curves.items():
         curve = read_curve(csv_path)
         for step, loss, ppl in zip(curve["step"], curve.get("val_loss", []), curve.get("val_ppl", [])):
             if math.isfinite(ppl):
