@@ -105,8 +105,8 @@ TRAIN_ENTRY = "aiayn.train.fit"  # the train stage's module: its imports are the
 
 def code_digest(entry: str, root: Path | None = None) -> str:
     """One hash of the code a stage executes: `entry` and every aiayn module it imports, directly or not, at the top
-    of a file or inside a function (read from the source, so the set is the same in every process), except modules
-    marked CANNOT_CHANGE_RESULTS. Each module counts by its syntax tree without docstrings: a comment, a docstring
+    of a file or inside a function (read from the source, so the set is the same in every process), except those
+    in CANNOT_CHANGE_RESULTS. Each module counts by its syntax tree without docstrings: a comment, a docstring
     or a line break does not retrain. `root` is the folder holding the aiayn package (default: the one imported)."""
     root = Path(root) if root is not None else _package_root()
     digest = hashlib.sha256()

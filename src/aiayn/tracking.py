@@ -3,7 +3,7 @@
 The run folders, not wandb, are the source of truth for the tables; wandb is for browsing. Secrets never reach
 a wandb config: `scrub` drops credential-like keys and any value equal to a credential in the environment.
 
-A training run's wandb id is derived from its fingerprint (aiayn.runspec: row, seed, config, data, tokenizer, code),
+A training run's wandb id is derived from its fingerprint (aiayn.fingerprint: row, seed, config, data, tokenizer, code),
 so a killed, requeued or resumed run continues the same wandb run (resume="allow"), its history keyed by
 trainer/global_step.
 Lineage: train logs a checkpoint artifact (a reference to runs/.../checkpoints by path and checksum), evaluate uses

@@ -1,4 +1,4 @@
-"""The aggregate stage's one call: read every run, write Tables 2 and 3 and the figures, return a summary."""
+"""The aggregate stage's one call: read every evaluation, write Tables 2 and 3 and their plots, return a summary."""
 
 from __future__ import annotations
 

@@ -4,7 +4,8 @@
   writes the full `last.ckpt` a run resumes from every `train.ckpt_every_steps` steps (or `ckpt_every_minutes`, the
   paper's 10 minutes) and weights-only snapshots `step-*.ckpt` for averaging (Table 2: base 5, big 20), keeping the
   last `train.keep_last`; a checkpoint due at a validation step is written after that validation, so a run resumed
-  from it does not skip it. Every checkpoint carries the run's fingerprint (aiayn.runspec).
+  from it does not skip it. Every checkpoint carries the run's fingerprint (aiayn.fingerprint);
+  aiayn.train.checkpoint_reader reads them back.
 - `AtomicCheckpointIO` writes each file beside its name, synced, then renames it; reads with weights_only=True.
 - `resume_checkpoint` picks the checkpoint of this run's fingerprint to resume from and moves any other aside.
 - `lock_run_dir`: one run in a folder at a time.
