@@ -760,7 +760,7 @@ def main() -> None:
                 results[system][seed] = json.loads(cached.read_text())
             elif not args.report_only:
                 todo.append((system, seed, cached))
-    ctx = multiprocessing.get_context("spawn")
+    ctx, failed = multiprocessing.get_context("spawn"), []
     with cf.ProcessPoolExecutor(jobs, mp_context=ctx, initializer=die_with_parent) as pool:
         futures = {
             pool.submit(run_one, str(workdir), seed, setting, system, args.device, threads): (system, seed, out)
@@ -768,7 +768,12 @@ def main() -> None:
         }
         for future in cf.as_completed(futures):
             system, seed, out = futures[future]
-            result = future.result()
+            try:
+                result = future.result()
+            except Exception as err:  # one failed run is reported now and loses none of the others' results
+                failed.append(f"{system} seed {seed}")
+                print(f"FAILED {system} seed {seed}: {type(err).__name__}: {err}", file=sys.stderr, flush=True)
+                continue
             out.parent.mkdir(exist_ok=True)
             tmp = out.with_suffix(".tmp")
             tmp.write_text(json.dumps(result, indent=1))
@@ -781,6 +786,8 @@ def main() -> None:
             )
     results = {k: dict(sorted(v.items())) for k, v in results.items() if v}
     summarise(results, args.against)
+    if failed:
+        sys.exit(f"error: {len(failed)} run(s) failed ({', '.join(failed)}); the others are kept, rerun to retry")
 
 
 if __name__ == "__main__":
