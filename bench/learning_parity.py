@@ -64,11 +64,14 @@ import sys
 import time
 from pathlib import Path
 
-from aiayn import runspec
-from aiayn.config.schema import TrainConfig
-from aiayn.runspec import RunSpec
-
 REPO = Path(__file__).resolve().parents[1]
+# The library of this checkout, in this process and the workers it spawns (which inherit sys.path), as in the stages
+# it starts (PYTHONPATH, set in main): a bench run from another checkout must not name its runs with the installed one.
+sys.path.insert(0, str(REPO / "src"))
+
+from aiayn import runspec  # noqa: E402
+from aiayn.config.schema import TrainConfig  # noqa: E402
+from aiayn.runspec import RunSpec  # noqa: E402
 
 # `learn` (the default): a setting where every system learns (warmup a quarter of the updates, dev PPL well below
 # 40; lr factor 0.5: at 1 the seeds spread 18-28), 6-10 minutes a run on one core; `full`: the setting of issue 39's
