@@ -27,6 +27,17 @@ SECRET_KEY = re.compile(
 )
 
 
+# Allowed values spelled once: the fields below offer them (the first is the default), and the modules that take them
+# (aiayn.data.clean, aiayn.data.batching, aiayn.decode.search) check them against these.
+NORMAL_FORMS = ("NFC", "NFD", "NFKC", "NFKD")  # Unicode normalisation of every sentence (unicodedata)
+BATCH_ORDERS = (
+    "longer",
+    "source",
+)  # what a training batch's sentences share most: the longer side's length, or the source's
+BATCH_BUDGETS = ("padded", "real")  # what max_tokens counts: padded positions, or real tokens (per side)
+DECODE_STRATEGIES = ("beam", "greedy")
+
+
 @dataclass
 class CleanConfig:
     """Training-pair filters of the fetch stage; valid/test sets are never filtered."""
@@ -34,7 +45,7 @@ class CleanConfig:
     min_len: int = 1
     max_len: int = 250  # words, whitespace-split
     max_ratio: float = 9.0  # longer side / shorter side, in words (Moses clean-corpus-n's default)
-    normalize: str = "NFC"
+    normalize: str = choice(*NORMAL_FORMS)
 
 
 @dataclass
@@ -96,8 +107,8 @@ class TrainConfig:
     # Which length a training batch's sentences share (aiayn.data.batching): "longer" side first, or "source" first
     # as fairseq orders them (target lengths then vary within a batch); and what the budget counts: "padded"
     # positions (sentences x longest, per side) or "real" tokens. Departure: see docs/departures.md#token-budget
-    batch_order: str = choice("longer", "source")
-    batch_budget: str = choice("padded", "real")
+    batch_order: str = choice(*BATCH_ORDERS)
+    batch_budget: str = choice(*BATCH_BUDGETS)
     lr_factor: float = mark(1.0, positive=True)  # multiplies Eq. 3; 1.0 is the paper
     warmup_steps: int = relative(4000)
     adam_beta1: float = mark(0.9, unit=True)
@@ -143,7 +154,7 @@ class TrainerConfig:
 class DecodeConfig:
     """Section 6.1: beam 4, length penalty alpha 0.6, max output length = input length + 50."""
 
-    strategy: str = choice("beam", "greedy")
+    strategy: str = choice(*DECODE_STRATEGIES)
     beam_size: int = mark(4, at_least=1)
     length_penalty: float = mark(0.6, at_least=0)
     max_len_b: int = mark(50, at_least=0)

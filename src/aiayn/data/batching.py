@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from aiayn import runspec
+from aiayn.config.schema import BATCH_BUDGETS, BATCH_ORDERS
 
 if TYPE_CHECKING:
     from aiayn.data.binary import EncodedSplit
@@ -60,8 +61,7 @@ def _greedy_batches(
     return batches
 
 
-ORDERS = ("longer", "source")  # what a batch's sentences share most: the longer side's length, or the source's
-BUDGETS = ("padded", "real")  # what max_tokens counts: padded positions, or real tokens (per side)
+ORDERS, BUDGETS = BATCH_ORDERS, BATCH_BUDGETS  # the schema's train.batch_order and train.batch_budget
 
 
 class TokenBatchSampler:

@@ -11,12 +11,13 @@ from itertools import zip_longest
 from pathlib import Path
 from typing import Any
 
+from aiayn.config.schema import NORMAL_FORMS
 from aiayn.data.sgm import read_sgm
 from aiayn.io import atomic_path, atomic_write_json
 from aiayn.progress import Progress
 
 DROP_REASONS = ("empty", "too_short", "too_long", "ratio")
-_FORMS = (None, "NFC", "NFD", "NFKC", "NFKD")
+_FORMS = (None, *NORMAL_FORMS)  # None: as it is
 # Departure: see docs/departures.md#corpus-cleaning-counts
 # Invisible characters that only fragment subwords, removed, and each removal counted by its kind (stats.json
 # "changed"): C0/C1 controls (except the whitespace ones, which become spaces), e.g. a NUL byte; format characters

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import torch
 from torch import Tensor
 
+from aiayn.config.schema import DECODE_STRATEGIES
 from aiayn.decode.beam import beam_search
 from aiayn.decode.greedy import greedy_search
 from aiayn.progress import Progress
@@ -17,7 +18,7 @@ from aiayn.progress import Progress
 if TYPE_CHECKING:
     from aiayn.model.transformer import Transformer
 
-STRATEGIES = ("beam", "greedy")
+STRATEGIES = DECODE_STRATEGIES  # the schema's decode.strategy
 
 log = logging.getLogger(__name__)
 
