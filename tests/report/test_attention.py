@@ -6,12 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from aiayn.attention_figures import (
-    MAX_WORDS,
-    pick_sentences,
-    plot_attention_grid,
-    plot_attention_lines,
-)
+from aiayn.attention_drawing import plot_attention_grid, plot_attention_lines
+from aiayn.attention_figures import MAX_WORDS, pick_sentences
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

@@ -15,8 +15,6 @@ from aiayn.io import atomic_write_json
 
 log = logging.getLogger(__name__)
 
-SPLITS = ("train", "valid", "test")
-
 
 def fetch(cfg: DictConfig) -> dict[str, Any]:
     """Write data/raw/{train,valid,test}.{src,tgt} and stats.json for `cfg.data.name`."""
@@ -97,7 +95,7 @@ def bpe(cfg: DictConfig) -> dict[str, Any]:
     from aiayn.data.tokenizer import Tokenizer, train_tokenizer
 
     d, raw, out = cfg.data, Path(cfg.paths.raw), Path(cfg.paths.bpe)
-    for split in SPLITS:
+    for split in runspec.SPLITS:
         for side in ("src", "tgt"):
             if not (raw / runspec.raw_file(split, side)).exists():
                 raise FileNotFoundError(f"{raw / f'{split}.{side}'} is missing: run the fetch stage first")
@@ -115,7 +113,7 @@ def bpe(cfg: DictConfig) -> dict[str, Any]:
     )
     tokenizer = Tokenizer(model)
     stats: dict[str, Any] = {"vocab_size": tokenizer.vocab_size, "model_type": d.model_type, "splits": {}}
-    for split in SPLITS:
+    for split in runspec.SPLITS:
         stats["splits"][split] = encode_split(
             tokenizer, raw / runspec.raw_file(split, "src"), raw / runspec.raw_file(split, "tgt"), out / split
         )
