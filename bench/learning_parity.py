@@ -6,10 +6,10 @@ test2016 as test), the same hyperparameters and the same number of updates, with
 the same way: dev perplexity (per subword, no label smoothing), greedy sacreBLEU on dev and test, the output's
 length over the reference's, and the real target tokens each update and each second saw.
 
-- `pipeline-longer`, `pipeline-source`, `pipeline-longer-real`, `pipeline-source-real`: `pipeline/train.py` then
-  `pipeline/evaluate.py decode=greedy`, run as the DVC stages run them (Hydra overrides, Lightning, the library's
-  data, model, loss and decoding), with `train.batch_order` longer or source and `train.batch_budget` padded or
-  real; `pipeline` is the one of the shipped default.
+- `pipeline-{longer,source}`, `pipeline-{longer,source}-real`, `pipeline-{longer,source}-target`: `pipeline/train.py`
+  then `pipeline/evaluate.py decode=greedy`, run as the DVC stages run them (Hydra overrides, Lightning, the
+  library's data, model, loss and decoding), with `train.batch_order` longer or source and `train.batch_budget`
+  padded, real or target; `pipeline` is the one of the shipped default.
 - `reference-fairseq`: `reference_train` below, a plain loop as a PyTorch user writes it: `nn.Transformer`
   (post-LN) with dropout only where the paper puts it (each sub-layer's output and the embeddings: its
   attention-weight and feed-forward dropout off), one embedding matrix shared three ways and multiplied by
@@ -116,12 +116,17 @@ PIPELINE_SYSTEMS = {
     "pipeline-source": ["train.batch_order=source"],
     "pipeline-longer-real": ["train.batch_order=longer", "train.batch_budget=real"],
     "pipeline-source-real": ["train.batch_order=source", "train.batch_budget=real"],
+    "pipeline-longer-target": ["train.batch_order=longer", "train.batch_budget=target"],
+    "pipeline-source-target": ["train.batch_order=source", "train.batch_budget=target"],
     "pipeline-xavier": ["model.qkv_init_gain=1.0"],
     "pipeline-fairseq": [f"model.qkv_init_gain={2**-0.5}"],
 }
-# `pipeline` is the pipeline as it ships: the system of its default batch order.
-DEFAULT_ORDER = next(f.default for f in dataclasses.fields(TrainConfig) if f.name == "batch_order")
-ALIASES = {"pipeline": f"pipeline-{DEFAULT_ORDER}"}
+# `pipeline` is the pipeline as it ships: the system of its default batch order and budget.
+DEFAULT = {f.name: f.default for f in dataclasses.fields(TrainConfig) if f.name in ("batch_order", "batch_budget")}
+ALIASES = {
+    "pipeline": f"pipeline-{DEFAULT['batch_order']}"
+    + ("" if DEFAULT["batch_budget"] == "padded" else f"-{DEFAULT['batch_budget']}")
+}
 REFERENCE = "reference-fairseq"  # what the RESULT lines compare the pipeline with: the fair reference
 MARGIN = 0.03  # the pipeline is at parity when its dev PPL is shown to be at most 3% above the reference's
 
@@ -618,6 +623,8 @@ def summarise(results: dict[str, dict[int, dict]], against: str) -> None:
         ("pipeline-longer-real", "pipeline-longer"),
         ("pipeline-source-real", "pipeline-source"),
         ("pipeline-source-real", "pipeline-longer-real"),
+        ("pipeline-longer-target", "pipeline-longer"),
+        ("pipeline-source-target", "pipeline-longer-target"),
         ("reference-paper-dropout", "reference"),
         ("reference-fairseq", "reference-paper-dropout"),
         ("reference-source", "reference-paper-dropout"),

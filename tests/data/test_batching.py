@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -175,4 +177,22 @@ def test_real_budget_counts_real_tokens_and_fills_batches_that_padding_would_cut
             assert sizes[len(sizes) // 2] > 600 - 2 * 60
     assert real_tgt["real"] > real_tgt["padded"]
     with pytest.raises(ValueError, match="batch budget"):
-        TokenBatchSampler(src, tgt, 600, budget="target")
+        TokenBatchSampler(src, tgt, 600, budget="sentences")
+
+
+@pytest.mark.parametrize("order", ["longer", "source"])
+def test_target_budget_counts_real_target_tokens_alone_and_cuts_only_where_the_next_would_pass(order):
+    """budget="target": a batch's real target tokens stay within max_tokens and every cut is needed (the next
+    sentence in sorted order would pass the budget); the source side is not counted (a batch may hold more source
+    tokens than max_tokens); so it holds more real target tokens a batch than "real", which budgets both sides."""
+    src, tgt = _lens(n=4000, seed=5)
+    src = src * 2  # sources twice as long: a per-side budget binds on them, this one does not
+    batches = [
+        np.asarray(b) for b in TokenBatchSampler(src, tgt, max_tokens=600, shuffle=False, order=order, budget="target")
+    ]
+    assert sorted(i for b in batches for i in b) == list(range(len(src)))
+    assert all(tgt[b].sum() <= 600 for b in batches)
+    assert all(tgt[a].sum() + tgt[b[0]] > 600 for a, b in itertools.pairwise(batches))  # unsorted: served in order
+    assert max(src[b].sum() for b in batches) > 600
+    real = list(TokenBatchSampler(src, tgt, max_tokens=600, shuffle=False, order=order, budget="real"))
+    assert np.mean([tgt[b].sum() for b in batches]) > 1.5 * np.mean([tgt[b].sum() for b in real])

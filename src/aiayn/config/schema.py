@@ -34,7 +34,8 @@ BATCH_ORDERS = (
     "longer",
     "source",
 )  # what a training batch's sentences share most: the longer side's length, or the source's
-BATCH_BUDGETS = ("padded", "real")  # what max_tokens counts: padded positions, or real tokens (per side)
+# what max_tokens counts: padded positions or real tokens (per side), or real target tokens alone
+BATCH_BUDGETS = ("padded", "real", "target")
 DECODE_STRATEGIES = ("beam", "greedy")
 
 
@@ -106,7 +107,8 @@ class TrainConfig:
     length_bucket: int = mark(0, at_least=0, note=" (0: lengths as they are)")
     # Which length a training batch's sentences share (aiayn.data.batching): "longer" side first, or "source" first
     # as fairseq orders them (target lengths then vary within a batch); and what the budget counts: "padded"
-    # positions (sentences x longest, per side) or "real" tokens. Departure: see docs/departures.md#token-budget
+    # positions (sentences x longest, per side), "real" tokens (per side) or real "target" tokens alone.
+    # Departure: see docs/departures.md#token-budget
     batch_order: str = choice(*BATCH_ORDERS)
     batch_budget: str = choice(*BATCH_BUDGETS)
     lr_factor: float = mark(1.0, positive=True)  # multiplies Eq. 3; 1.0 is the paper

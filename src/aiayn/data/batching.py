@@ -1,10 +1,11 @@
 """Token-count batches of similar-length pairs (section 5.1: "batched together by approximate sequence length").
 
-Each batch holds about `max_tokens` source and `max_tokens` target tokens. The budget (train.batch_budget) counts
-them WITH padding ("padded": batch size x longest sequence, per side), so memory per step is bounded, or as real
-tokens ("real": the sum of the sentences' lengths, per side), so every update sees the same amount of text whatever
-the sort leaves as padding. A single example longer than `max_tokens` forms a batch of its own rather than being
-dropped.
+Each batch holds about `max_tokens` tokens a side. The budget (train.batch_budget) counts them WITH padding
+("padded": batch size x longest sequence, per side), so memory per step is bounded; as real tokens ("real": the sum
+of the sentences' lengths, per side), so the sort's padding does not count; or as real TARGET tokens alone
+("target": the sum of the target lengths, the source side unbudgeted), so every update sees the same number of
+predicted tokens, as a plain loop that counts the loss's tokens does. A single example longer than `max_tokens`
+forms a batch of its own rather than being dropped.
 
 Which length the sort puts first is `order` (train.batch_order): "longer" sorts by (longer side, target, source),
 so a batch's target lengths are nearly equal; "source" sorts by (source, target), as fairseq's LanguagePairDataset
@@ -39,14 +40,17 @@ def round_up(lengths, bucket: int):
 def _greedy_batches(
     order: np.ndarray, src_lens: np.ndarray, tgt_lens: np.ndarray, max_tokens: int, budget: str = "padded"
 ) -> list:
-    """Cut `order` (already length-sorted) into consecutive batches whose size fits `max_tokens` on each side:
-    padded positions (sentences x longest) or real tokens (the sum of lengths), as `budget` says."""
+    """Cut `order` (already length-sorted) into consecutive batches whose size fits `max_tokens`: padded positions
+    (sentences x longest) or real tokens (the sum of lengths) on each side, or real target tokens alone, as `budget`
+    says."""
     batches, start, size_s, size_t = [], 0, 0, 0
     src, tgt = src_lens[order].tolist(), tgt_lens[order].tolist()
-    real = budget == "real"
     for i in range(len(order)):
         # Departure: see docs/departures.md#token-budget (what the budget counts, and the default's choice)
-        if real:  # running sums of each side's real tokens
+        if budget == "target":  # the running sum of real target tokens; the source side is not budgeted
+            s, t = size_s + src[i], size_t + tgt[i]
+            over = t > max_tokens
+        elif budget == "real":  # running sums of each side's real tokens
             s, t = size_s + src[i], size_t + tgt[i]
             over = max(s, t) > max_tokens
         else:  # running maxima: the padded size is sentences x the longest
@@ -69,8 +73,9 @@ class TokenBatchSampler:
 
     Each epoch: a (seed, epoch)-seeded permutation is cut into windows of `sort_window` examples, each window is
     sorted by length (rounded up to `bucket`; `order`: (max, tgt, src) or (src, tgt)) and cut into token-budgeted
-    batches (`budget`: padded positions or real tokens), and the batch order is shuffled. The epoch counter
-    advances by itself on every new `__iter__` (Lightning does not call `set_epoch` on batch samplers).
+    batches (`budget`: padded positions or real tokens per side, or real target tokens), and the batch order is
+    shuffled. The epoch counter advances by itself on every new `__iter__` (Lightning does not call `set_epoch` on
+    batch samplers).
     """
 
     def __init__(
