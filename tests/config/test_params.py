@@ -125,8 +125,8 @@ def test_the_shipped_params_file_lists_every_overridable_key_of_the_schemas_as_n
     field of the model, train and decode schemas is there, null (no override), and nothing else."""
     import dataclasses
 
-    from aiayn.config.params import DESIGN_KEYS, _hydra_value
-    from aiayn.config.schema import ROW_GROUPS, AggregateConfig
+    from aiayn.config.params import _hydra_value
+    from aiayn.config.schema import DESIGN_KEYS, ROW_GROUPS, AggregateConfig
 
     params = yaml.safe_load((repo_root / "params.yaml").read_text())
     for group, schema in ROW_GROUPS.items():

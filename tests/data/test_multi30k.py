@@ -234,3 +234,13 @@ def test_the_catalog_entry_and_the_config():
     assert "../" not in (CONF_DIR / "data" / "multi30k.yaml").read_text()  # nothing outside the repository
     with pytest.raises(ValueError, match="do not match multi30k"):
         prepare_multi30k(Path("unused"), Path("unused"), src_lang="en", tgt_lang="fr")
+
+
+def test_every_remote_corpus_of_the_catalog_is_a_data_name_the_schema_offers():
+    """The catalog names the remote corpora; the schema's data.name must offer each (and plan.py sizes each)."""
+    from aiayn.config.schema import DATA_SOURCES
+    from aiayn.plan import CORPORA
+
+    remote = {MULTI30K.name, *WMT14}
+    assert remote <= set(DATA_SOURCES) and set(DATA_SOURCES) - remote == {"synthetic", "local"}
+    assert set(CORPORA) <= set(DATA_SOURCES)

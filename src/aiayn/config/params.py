@@ -12,23 +12,12 @@ from typing import Any, TypeVar
 
 import yaml
 
+from aiayn.config.schema import DESIGN_KEYS, ROW_GROUPS, DesignConfig
 from aiayn.io import atomic_write_text
 
 T = TypeVar("T")
 EXTRA_SEEDS = "extra_seeds"  # row -> seeds it runs besides `seeds` (and base runs them too: differences are paired)
 OVERRIDE_GROUPS = ("model", "train", "decode")  # params.yaml's overrides of conf/ for every row (null: none)
-# params.yaml's `aggregate` keys: how Table 3 decides, declared before the runs (AggregateConfig; null: the default)
-DESIGN_KEYS = (
-    "alpha",
-    "power",
-    "margin_bleu",
-    "bleu_scale",
-    "margin_ppl",
-    "ppl_scale",
-    "columns",
-    "planning_pool",
-    "max_seeds",
-)
 
 
 @dataclass(frozen=True)
@@ -84,10 +73,8 @@ class Params:
         return {row: list(dict.fromkeys([*seeds, *extra.get(row, [])])) for row in rows}
 
     def design(self) -> dict[str, Any]:
-        """The `aggregate` block's design keys, each null or missing one at its default (AggregateConfig)."""
-        from aiayn.config.schema import AggregateConfig
-
-        given, default = self.data.get("aggregate") or {}, AggregateConfig()
+        """The `aggregate` block's design keys, each null or missing one at its default (DesignConfig)."""
+        given, default = self.data.get("aggregate") or {}, DesignConfig()
         out: dict[str, Any] = {k: getattr(default, k) if given.get(k) is None else given[k] for k in DESIGN_KEYS}
         out["columns"] = list(out["columns"])
         return out
@@ -96,7 +83,6 @@ class Params:
         """The `model`, `train`, `decode` and `aggregate` mappings as Hydra overrides (`train.lr_factor=2`), nulls
         left out; a key the schema does not have is refused naming the nearest valid one."""
         from aiayn.config.rowfile import unknown_key
-        from aiayn.config.schema import ROW_GROUPS
 
         out = []
         keys = {group: [f.name for f in dataclasses.fields(ROW_GROUPS[group])] for group in OVERRIDE_GROUPS}
@@ -159,8 +145,6 @@ def sync_overrides(path: str | Path) -> list[str]:
     is removed, values and comments stay. Returns what changed ("+train.x", "-train.y"); the shipped file is in
     sync (tests/config/test_params.py): `python -m aiayn.config.params --sync params.yaml` after a schema edit."""
     from ruamel.yaml.comments import CommentedMap
-
-    from aiayn.config.schema import ROW_GROUPS
 
     path = Path(path)
     rt, data = _round_trip(path)

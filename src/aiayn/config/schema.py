@@ -29,6 +29,8 @@ SECRET_KEY = re.compile(
 
 # Allowed values spelled once: the fields below offer them (the first is the default), and the modules that take them
 # (aiayn.data.clean, aiayn.data.batching, aiayn.decode.search) check them against these.
+# data.name: the built-in corpus, a local folder, or a remote corpus of aiayn.data.sources.catalog (its names)
+DATA_SOURCES = ("synthetic", "local", "multi30k", "wmt14_en_de", "wmt14_en_fr")
 NORMAL_FORMS = ("NFC", "NFD", "NFKC", "NFKD")  # Unicode normalisation of every sentence (unicodedata)
 BATCH_ORDERS = (
     "longer",
@@ -37,6 +39,8 @@ BATCH_ORDERS = (
 # what max_tokens counts: padded positions or real tokens (per side), or real target tokens alone
 BATCH_BUDGETS = ("padded", "real", "target")
 DECODE_STRATEGIES = ("beam", "greedy")
+VERDICT_COLUMNS = ("bleu", "ppl")  # Table 3's result columns (dev BLEU, dev PPL), each a claim per row
+PLANNING_POOLS = ("median", "pooled")  # how Table 3's plan pools the rows' spreads (aiayn.report.significance)
 
 
 @dataclass
@@ -62,7 +66,7 @@ class DownloadConfig:
 
 @dataclass
 class DataConfig:
-    name: str = choice("synthetic", "local", "multi30k", "wmt14_en_de", "wmt14_en_fr")
+    name: str = choice(*DATA_SOURCES)
     src_lang: str = "en"
     tgt_lang: str = "de"
     # synthetic: generator seed and split sizes (pairs); also seeds holdout and subword sampling
@@ -258,15 +262,10 @@ class PathsConfig:
 
 
 @dataclass
-class AggregateConfig:
-    """Which runs make the tables, and how Table 3 decides (aiayn.report.significance.Design, docs/verdicts.md);
-    null rows/seeds are read from `params_file`, the DVC pipeline's lists. The verdict keys are declared before the
-    runs (params.yaml's `aggregate`)."""
+class DesignConfig:
+    """How Table 3 decides, declared before the runs: params.yaml's `aggregate` verdict keys, the one list of them
+    (aiayn.report.significance.Design takes them with the run's setting and checks them; docs/verdicts.md)."""
 
-    rows: Optional[List[str]] = None
-    seeds: Optional[List[int]] = None
-    params_file: str = "params.yaml"
-    sustained_flops_per_device: float = 9.5e12  # the paper's P100 figure (footnote of Table 2)
     alpha: float = 0.05  # the family-wise error rate of Table 3's verdicts together
     power: float = 0.8  # of each row's decision at its planned seeds
     margin_bleu: float = 0.5  # delta: differences within it are "no difference", in BLEU at the paper's scale
@@ -279,11 +278,25 @@ class AggregateConfig:
     # over the pilot seeds / log 4.92 (the paper's base).
     ppl_scale: Optional[float] = None
     # The columns each row makes a claim on (one family over all of them): dev BLEU and dev PPL, as the paper reports
-    columns: List[str] = field(default_factory=lambda: ["bleu", "ppl"], metadata={"choices": ("bleu", "ppl")})
+    columns: List[str] = field(default_factory=lambda: list(VERDICT_COLUMNS), metadata={"choices": VERDICT_COLUMNS})
     # How the plan pools the rows' spreads: median (of the variances: a few wide rows do not starve the others) or
     # pooled (the df-weighted mean: right when rows spread alike). docs/verdicts.md
-    planning_pool: str = choice("median", "pooled")
+    planning_pool: str = choice(*PLANNING_POOLS)
     max_seeds: int = 10  # the design's one extension gives a row at most this many seeds
+
+
+DESIGN_KEYS = tuple(f.name for f in dataclasses.fields(DesignConfig))  # params.yaml's `aggregate` verdict keys
+
+
+@dataclass
+class AggregateConfig(DesignConfig):
+    """Which runs make the tables (null rows/seeds are read from `params_file`, the DVC pipeline's lists), and how
+    Table 3 decides (DesignConfig's keys, declared before the runs in params.yaml's `aggregate`)."""
+
+    rows: Optional[List[str]] = None
+    seeds: Optional[List[int]] = None
+    params_file: str = "params.yaml"
+    sustained_flops_per_device: float = 9.5e12  # the paper's P100 figure (footnote of Table 2)
 
 
 @dataclass

@@ -11,6 +11,7 @@ from omegaconf import DictConfig
 
 from aiayn import runspec
 from aiayn.config.resolve import plain
+from aiayn.config.schema import DATA_SOURCES
 from aiayn.io import atomic_write_json
 
 log = logging.getLogger(__name__)
@@ -86,7 +87,7 @@ def fetch(cfg: DictConfig) -> dict[str, Any]:
         if d.name == "multi30k":
             return prepare_multi30k(out, cache, **remote)
         return prepare_wmt14(d.name, out, cache, **remote)
-    raise ValueError(f"data.name={d.name!r} is not one of synthetic, local, multi30k, wmt14_en_de, wmt14_en_fr")
+    raise ValueError(f"data.name={d.name!r} is not one of {', '.join(DATA_SOURCES)}")
 
 
 def bpe(cfg: DictConfig) -> dict[str, Any]:

@@ -188,7 +188,7 @@ def above_share(count: int, studies: int, share: float, claims: int, level: floa
 
 # The two designs docs/verdicts.md compares on the same simulated studies: BEFORE, dev BLEU's claims alone planned
 # from the pooled spread with 3 pilot seeds; NOW, the default (both columns, the median spread, 4 pilot seeds).
-BEFORE = Design(columns=("bleu",), planning_pool="pooled", pilot_seeds=(1, 2, 3), bleu_scale=1.0, ppl_scale=1.0)
+BEFORE = Design(columns=["bleu"], planning_pool="pooled", pilot_seeds=(1, 2, 3), bleu_scale=1.0, ppl_scale=1.0)
 NOW = Design(pilot_seeds=(1, 2, 3, 4), bleu_scale=1.0, ppl_scale=1.0)
 
 

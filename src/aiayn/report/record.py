@@ -16,7 +16,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from aiayn.config.params import DESIGN_KEYS as KEYS  # the declared keys (params.yaml's aggregate block)
+from aiayn.config.schema import DESIGN_KEYS as KEYS  # the declared keys (params.yaml's aggregate block)
 from aiayn.io import atomic_write_json
 from aiayn.report.significance import Design
 
@@ -24,9 +24,9 @@ FILE = "design.json"
 
 
 def declared(design: Design) -> dict[str, Any]:
-    """A design's declared keys as plain values (columns as a list)."""
+    """A design's declared keys as plain values."""
     keys = asdict(design)
-    return {k: list(keys[k]) if k == "columns" else keys[k] for k in KEYS}
+    return {k: keys[k] for k in KEYS}
 
 
 def read(path: Path) -> dict[str, Any] | None:

@@ -23,11 +23,10 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special, stats
 
-ALPHA = 0.05  # family-wise error rate of a table's verdicts
-POWER = 0.8  # the power a row's planned seeds reach
-MARGIN_BLEU = 0.5  # delta, in the paper's BLEU: differences within it are "no difference"
-MARGIN_PPL = 0.02  # delta for dev PPL: a ratio to base within 1 +- 0.02 at the paper's scale is "no difference"
-COLUMNS = ("bleu", "ppl")  # the paper's two Table 3 result columns, each a claim per row
+from aiayn.config.schema import PLANNING_POOLS, VERDICT_COLUMNS, DesignConfig
+
+COLUMNS = VERDICT_COLUMNS  # the paper's two Table 3 result columns, each a claim per row
+POOLS = PLANNING_POOLS  # how the plan pools the rows' spreads (planning_sd)
 SEEDS_UP_TO = 100  # seeds_needed searches n = 2 .. this; more is reported as None (out of reach)
 EXACT_SIGN_FLIPS = 16  # up to 2^16 sign patterns are enumerated; more seeds draw MONTE_CARLO_FLIPS of them
 MONTE_CARLO_FLIPS = 100_000
@@ -118,9 +117,6 @@ def pooled_sd(sds: Sequence[float | None], ns: Sequence[int]) -> tuple[float | N
     return math.sqrt(sum((n - 1) * sd * sd for sd, n in pairs) / df), df
 
 
-POOLS = ("median", "pooled")  # how the plan pools the rows' spreads (planning_sd)
-
-
 def planning_sd(sds: Sequence[float | None], ns: Sequence[int], pool: str = "median") -> float | None:
     """The spread a column's plans assume, from the rows' paired SDs (each over n seeds, n - 1 degrees of freedom).
 
@@ -206,7 +202,7 @@ def seeds_needed(
     margin: float | None,
     sd: float | None,
     level: float,
-    target: float = POWER,
+    target: float = DesignConfig.power,
     up_to: int = SEEDS_UP_TO,
 ) -> int | None:
     """The fewest seeds (2 .. up_to) at which a row's decision has power `target` at a true difference `effect`,
@@ -256,9 +252,10 @@ def sign_flip_p(diffs: Sequence[float]) -> float | None:
     return (reached + 1) / (len(signs) + 1)  # the observed pattern counted once more: never 0 from sampling
 
 
-@dataclass(frozen=True)
-class Design:
-    """How Table 3 decides, declared before the runs (the aggregate.* keys of params.yaml; docs/verdicts.md).
+@dataclass
+class Design(DesignConfig):
+    """How Table 3 decides: the keys declared before the runs (DesignConfig: params.yaml's aggregate.*;
+    docs/verdicts.md), checked, with what the run's setting and the design's stage add.
 
     Each row makes one claim per column of `columns`: dev BLEU (differences from base in BLEU) and dev PPL
     (differences of log PPL, the log of the ratio to base). Effects and margins are given at the paper's setting
@@ -270,20 +267,12 @@ class Design:
     verdicts of a row the plan extends are interim.
     """
 
-    alpha: float = ALPHA
-    power: float = POWER
-    margin_bleu: float = MARGIN_BLEU
-    bleu_scale: float | None = None
-    margin_ppl: float = MARGIN_PPL
-    ppl_scale: float | None = None
-    columns: tuple[str, ...] = COLUMNS
-    planning_pool: str = "median"
-    max_seeds: int = 10
     paper_setting: bool = False  # the paper's scale and data: the paper's BLEU differences are ours as they are
     pilot_seeds: tuple[int, ...] | None = None  # the seeds every row runs first (None: all of base's)
     extended: bool = False  # the one extension was made: every verdict is the design's final test
 
     def __post_init__(self) -> None:
+        self.columns = list(self.columns)  # any sequence (a ListConfig, a tuple) as the schema's list
         for name, value in (("alpha", self.alpha), ("power", self.power)):
             if not 0 < value < 1:
                 raise ValueError(f"aggregate.{name} must be in (0, 1), got {value}")

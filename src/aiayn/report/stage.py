@@ -11,6 +11,7 @@ from omegaconf import DictConfig
 
 from aiayn import runspec, tracking
 from aiayn.config.params import rows_and_seeds
+from aiayn.config.schema import DESIGN_KEYS
 from aiayn.io import atomic_write_json
 from aiayn.report import aggregate as build_tables
 from aiayn.report import record
@@ -25,17 +26,8 @@ log = logging.getLogger(__name__)
 def design_of(cfg: DictConfig, seeds: dict[str, list[int]], pilot: list[int]) -> Design:
     """How Table 3 decides (cfg.aggregate's verdict keys), at this setting, at the design's stage: extended once any
     row has seeds beyond the pilot's."""
-    a = cfg.aggregate
     return Design(
-        alpha=a.alpha,
-        power=a.power,
-        margin_bleu=a.margin_bleu,
-        bleu_scale=a.bleu_scale,
-        margin_ppl=a.margin_ppl,
-        ppl_scale=a.ppl_scale,
-        columns=tuple(a.columns),
-        planning_pool=a.planning_pool,
-        max_seeds=a.max_seeds,
+        **{key: cfg.aggregate[key] for key in DESIGN_KEYS},
         paper_setting=cfg.scale.name == "paper" and cfg.data.name == "wmt14_en_de",
         pilot_seeds=tuple(pilot),
         extended=any(set(s) - set(pilot) for s in seeds.values()),
