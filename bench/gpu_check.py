@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import math
 import time
-from dataclasses import asdict
 
 import torch
 
@@ -175,7 +174,7 @@ def train_steps(
     dims = {k: shape[k] for k in ("n_layers", "d_model", "d_ff", "n_heads", "d_k", "d_v", "dropout")}
     model = Transformer(ModelConfig(max_positions=256, **dims), shape["vocab"], PAD).to(device)
     # The training step's parts are the pipeline's (aiayn.train.step), with the paper's recipe (TrainConfig).
-    optimizer, schedule = optimizer_and_schedule(model.parameters(), asdict(TrainConfig()), shape["d_model"], device)
+    optimizer, schedule = optimizer_and_schedule(model.parameters(), TrainConfig(), shape["d_model"], device)
     whole = model_loss(model, PAD)
     # Compiled as train.compile compiles it (TranslationModule.compile_step): the model and the loss together.
     forward = torch.compile(whole, mode=compile_mode) if compile_model else whole

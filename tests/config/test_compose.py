@@ -114,6 +114,9 @@ def test_missing_row_file_is_refused() -> None:
         ("train.keep_last=2", "train.keep_last"),
         ("train.keep_last=-1", "train.keep_last"),
         ("train.max_steps=601", "train.ckpt_every_steps"),
+        ("train.ckpt_every_minutes=5", "train.ckpt_every_minutes"),  # beside the scale's step cadence: one only
+        ("train.max_tokens=999999", "train.max_tokens=999999 exceeds train.batch_tokens"),
+        ("train.batch_budget=words", "train.batch_budget"),
         ("data.max_words=3", "data.max_words"),
         ("data.lexicon_scale=0", "data.lexicon_scale"),
         ("decode.strategy=sampling", "decode.strategy"),

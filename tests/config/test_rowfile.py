@@ -80,7 +80,12 @@ def patch_value(group: str, key: str, scale_value, paper_value):
 
 
 FIELDS = [(group, f.name) for group, schema in ROW_GROUPS.items() for f in dataclasses.fields(schema)]
-COUPLED = {("train", "batch_tokens"): {("train", "max_tokens")}}  # a micro-batch never exceeds its update
+COUPLED = {
+    ("train", "batch_tokens"): {("train", "max_tokens")},  # a micro-batch never exceeds its update
+    ("train", "ckpt_every_minutes"): {("train", "ckpt_every_steps")},  # one cadence (the patch turns steps off)
+}
+# What a patch of a key needs beside it to run (TrainConfig's checks of values together)
+RUNS_WITH = {("train", "ckpt_every_minutes"): "  ckpt_every_steps: 0\n"}
 
 
 def flat(cfg) -> dict[tuple[str, str], object]:
@@ -93,7 +98,7 @@ def test_every_schema_field_set_by_a_row_file_changes_the_resolved_config(conf, 
     before = empty_row["resolved"]
     paper = next(f.default for f in dataclasses.fields(ROW_GROUPS[group]) if f.name == key)
     value, expected = patch_value(group, key, empty_row["scale"][group][key], paper)
-    write_row(conf, "X", f"{group}:\n  {key}: {yaml_value(value)}\n")
+    write_row(conf, "X", f"{group}:\n  {key}: {yaml_value(value)}\n{RUNS_WITH.get((group, key), '')}")
     after = flat(prepare(compose(["scale=tiny", "row=X"], config_dir=conf)))
     assert after[group, key] == expected != before[group, key], (group, key, value)
     changed = {k for k in after if after[k] != before[k]}

@@ -85,21 +85,11 @@ def validate(cfg: DictConfig) -> None:
             ("logger", LoggerConfig),
         ):
             check_values(cfg[group], schema, f"{group}.")
+        TrainConfig(**plain(cfg.train))  # the values together (TrainConfig.__post_init__)
         check_values(cfg.row, RowConfig, f"{row_file(cfg.row.name)}: ")
     except ValueError as err:
         raise ConfigError(f"{err} (row '{cfg.row.name}')") from None
     t, row = cfg.train, cfg.row
-    if t.max_tokens > t.batch_tokens:
-        raise ConfigError(f"train.max_tokens={t.max_tokens} exceeds train.batch_tokens={t.batch_tokens}")
-    for key, unless in (
-        ("ckpt_every_steps", "never be checkpointed, so neither evaluated nor averaged"),
-        ("snapshot_every_steps", "not be averaged"),
-    ):
-        if t[key] and t.max_steps % t[key]:
-            raise ConfigError(
-                f"train.max_steps={t.max_steps} (row '{row.name}') is not a multiple of train.{key}="
-                f"{t[key]}: the final weights would {unless}"
-            )
     if row.average_last > 1 and t.keep_last < row.average_last:
         raise ConfigError(
             f"train.keep_last={t.keep_last} keeps fewer checkpoints than row '{row.name}' averages "

@@ -143,6 +143,25 @@ class TrainConfig:
     num_workers: int = observed(0)
     resume: bool = observed(True)  # continue from checkpoints/last.ckpt when its config matches
 
+    def __post_init__(self) -> None:
+        """What the values must say together (each alone: the marks). Runs where a TrainConfig is made from a
+        config (aiayn.config.resolve.validate, before any work; the module and the checkpointer), not on Hydra's
+        own composition."""
+        if self.max_tokens > self.batch_tokens:
+            raise ValueError(f"train.max_tokens={self.max_tokens} exceeds train.batch_tokens={self.batch_tokens}")
+        if self.ckpt_every_steps and self.ckpt_every_minutes:
+            raise ValueError("set one of train.ckpt_every_steps and train.ckpt_every_minutes, not both (0 = off)")
+        for key, unless in (
+            ("ckpt_every_steps", "never be checkpointed, so neither evaluated nor averaged"),
+            ("snapshot_every_steps", "not be averaged"),
+        ):
+            every = getattr(self, key)
+            if every and self.max_steps % every:
+                raise ValueError(
+                    f"train.max_steps={self.max_steps} is not a multiple of train.{key}={every}: the final weights "
+                    f"would {unless}"
+                )
+
 
 @dataclass
 class TrainerConfig:

@@ -30,6 +30,7 @@ from lightning.pytorch.callbacks import Checkpoint
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from aiayn import runspec, tracking
+from aiayn.config.schema import TrainConfig
 from aiayn.io import atomic_path
 from aiayn.runspec import CHECKPOINTS, FINGERPRINT, LAST_CHECKPOINT, LOCK, STALE
 from aiayn.train.callbacks import ends_update
@@ -49,14 +50,12 @@ class Checkpointer(Checkpoint):
     counters it saves include the step it saves.
     """
 
-    def __init__(self, ckpt_dir: Path, train: Mapping[str, Any], fingerprint: Mapping[str, Any]) -> None:
-        if train["ckpt_every_steps"] and train["ckpt_every_minutes"]:
-            raise ValueError("set one of train.ckpt_every_steps and train.ckpt_every_minutes, not both (0 = off)")
+    def __init__(self, ckpt_dir: Path, train: TrainConfig, fingerprint: Mapping[str, Any]) -> None:
         self.dir, self.fingerprint = Path(ckpt_dir), dict(fingerprint)
-        self.every_steps, self.every_s = int(train["ckpt_every_steps"]), 60.0 * float(train["ckpt_every_minutes"])
-        self.keep, self.val_every = int(train["keep_last"] or 0), int(train["val_every_steps"])
-        self.snapshot_every = int(train["snapshot_every_steps"] or self.every_steps)
-        self.max_steps = int(train["max_steps"])
+        self.every_steps, self.every_s = train.ckpt_every_steps, 60.0 * train.ckpt_every_minutes
+        self.keep, self.val_every = train.keep_last or 0, train.val_every_steps
+        self.snapshot_every = train.snapshot_every_steps or self.every_steps
+        self.max_steps = train.max_steps
         self.first_snapshot = self.max_steps - (self.keep - 1) * self.snapshot_every if self.snapshot_every else 0
         self._last_time = time.monotonic()
         self._pending: set[str] = set()

@@ -133,7 +133,7 @@ def _train(cfg: DictConfig, spec: RunSpec) -> dict[str, Any]:
         logger=loggers,
         # Checkpointer is a Lightning Checkpoint callback, so Lightning adds no checkpointing of its own.
         callbacks=[
-            Checkpointer(ckpt_dir, plain(cfg.train), ident),
+            Checkpointer(ckpt_dir, module.train_cfg, ident),
             progress,
             curve,
             RngState(cfg.seed),

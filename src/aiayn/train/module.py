@@ -12,6 +12,7 @@ import lightning as L
 import torch
 from lightning.pytorch.utilities.types import OptimizerLRScheduler
 
+from aiayn.config.schema import TrainConfig
 from aiayn.model.config import ModelConfig
 from aiayn.model.transformer import Transformer
 from aiayn.train.callbacks import ends_update
@@ -19,7 +20,8 @@ from aiayn.train.step import ModelLoss, batch_loss, model_loss, optimizer_and_sc
 
 
 class TranslationModule(L.LightningModule):
-    """One encoder-decoder translation task; `model` and `train` are plain dicts (the resolved config groups)."""
+    """One encoder-decoder translation task; `model` and `train` are plain dicts (the resolved config groups, kept
+    as plain values in the checkpoint's hyperparameters), read as ModelConfig and TrainConfig."""
 
     first_bad_step: torch.Tensor  # a buffer (register_buffer)
 
@@ -27,7 +29,7 @@ class TranslationModule(L.LightningModule):
         super().__init__()
         self.save_hyperparameters()  # plain values only, so checkpoints load with weights_only=True
         self.model = Transformer(ModelConfig(**model), vocab_size, pad_id)
-        self.train_cfg = train
+        self.train_cfg = TrainConfig(**train)
         self.pad_id = pad_id
         self._val_sums = torch.zeros(3)  # label-smoothed loss, nll, target tokens over the validation set
         # First step whose loss was not finite (-1: none). Kept on the device so the check costs no sync per step.
@@ -35,7 +37,7 @@ class TranslationModule(L.LightningModule):
         self._model_loss: ModelLoss = model_loss(self.model, pad_id)  # the forward pass and the loss together
 
     def _losses(self, batch: dict[str, torch.Tensor], epsilon: float) -> tuple[torch.Tensor, torch.Tensor]:
-        chunk = int(self.train_cfg.get("loss_chunk_tokens") or 0)
+        chunk = self.train_cfg.loss_chunk_tokens
         return batch_loss(self.model, batch, epsilon, self.pad_id, chunk, self._model_loss)
 
     def compile_step(self, **options: Any) -> None:
@@ -46,7 +48,7 @@ class TranslationModule(L.LightningModule):
         self._model_loss = torch.compile(self._model_loss, **options)
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
-        loss_sum, nll_sum = self._losses(batch, self.train_cfg["label_smoothing"])
+        loss_sum, nll_sum = self._losses(batch, self.train_cfg.label_smoothing)
         n_tokens = max(int(batch["n_tgt_tokens"]), 1)
         # Per-token mean of this micro-batch; Lightning divides by the accumulation count, so an update averages
         # over about batch_tokens target tokens. Departure: see docs/departures.md#loss-normalisation
@@ -69,7 +71,7 @@ class TranslationModule(L.LightningModule):
         self._val_sums = torch.zeros(3, dtype=torch.float64, device=self.device)
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
-        loss_sum, nll_sum = self._losses(batch, self.train_cfg["label_smoothing"])
+        loss_sum, nll_sum = self._losses(batch, self.train_cfg.label_smoothing)
         n = (batch["tgt_out"] != self.pad_id).sum()
         self._val_sums += torch.stack([loss_sum.detach(), nll_sum.detach(), n]).to(self._val_sums)
 

@@ -5,11 +5,11 @@ with the paper's schedule (section 5.3)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
 
 import torch
 from torch import Tensor
 
+from aiayn.config.schema import TrainConfig
 from aiayn.model.transformer import Transformer
 from aiayn.train.chunked_loss import chunked_label_smoothed_nll_loss
 from aiayn.train.loss import label_smoothed_nll_loss
@@ -40,16 +40,16 @@ def batch_loss(
 
 
 def optimizer_and_schedule(
-    parameters: Iterable[Tensor], train: Mapping[str, Any], d_model: int, device: torch.device
+    parameters: Iterable[Tensor], train: TrainConfig, d_model: int, device: torch.device
 ) -> tuple[torch.optim.Adam, torch.optim.lr_scheduler.LambdaLR]:
     """Adam with the train config's betas and eps, and Eq. 3 as a per-update schedule: LambdaLR multiplies lr=1.0,
     so the lambda is the learning rate itself, and optimizer step k uses Eq. 3 at k+1. One fused kernel over all
     parameters where the device has one (train.fused_adam)."""
-    fused = device.type in ("cuda", "cpu") and bool(train["fused_adam"])
+    fused = device.type in ("cuda", "cpu") and train.fused_adam
     optimizer = torch.optim.Adam(
-        parameters, lr=1.0, betas=(train["adam_beta1"], train["adam_beta2"]), eps=train["adam_eps"], fused=fused
+        parameters, lr=1.0, betas=(train.adam_beta1, train.adam_beta2), eps=train.adam_eps, fused=fused
     )
     schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda k: inverse_sqrt_lr(k + 1, d_model, train["warmup_steps"], train["lr_factor"])
+        optimizer, lambda k: inverse_sqrt_lr(k + 1, d_model, train.warmup_steps, train.lr_factor)
     )
     return optimizer, schedule
