@@ -112,8 +112,8 @@ PLAIN_SYSTEMS = {
     "plain+model+loss+batches": dict(TODAY, model="aiayn", loss="aiayn", batches="aiayn"),
 }
 PIPELINE_SYSTEMS = {
-    "pipeline-longer": ["train.batch_order=longer"],
-    "pipeline-source": ["train.batch_order=source"],
+    "pipeline-longer": ["train.batch_order=longer", "train.batch_budget=padded"],
+    "pipeline-source": ["train.batch_order=source", "train.batch_budget=padded"],
     "pipeline-longer-real": ["train.batch_order=longer", "train.batch_budget=real"],
     "pipeline-source-real": ["train.batch_order=source", "train.batch_budget=real"],
     "pipeline-longer-target": ["train.batch_order=longer", "train.batch_budget=target"],
@@ -625,6 +625,7 @@ def summarise(results: dict[str, dict[int, dict]], against: str) -> None:
         ("pipeline-source-real", "pipeline-longer-real"),
         ("pipeline-longer-target", "pipeline-longer"),
         ("pipeline-source-target", "pipeline-longer-target"),
+        ("pipeline-source-target", "pipeline-source"),
         ("reference-paper-dropout", "reference"),
         ("reference-fairseq", "reference-paper-dropout"),
         ("reference-source", "reference-paper-dropout"),
@@ -692,10 +693,11 @@ def main() -> None:
         "--systems",
         nargs="+",
         default=[
+            "pipeline-longer-target",
+            "pipeline-source-target",
             "pipeline-longer",
             "pipeline-source",
             "pipeline-longer-real",
-            "pipeline-source-real",
             "reference-source",
             REFERENCE,
         ],

@@ -50,7 +50,7 @@ def test_a_gap_that_is_only_fewer_tokens_per_update_vanishes_per_token(parity, c
     dropout, never nn.Transformer's own."""
     seeds = range(1, 6)
     results = {
-        "pipeline-longer": {s: run(1900.0, 20.0 * 2000 / 1900, s) for s in seeds},
+        parity.ALIASES["pipeline"]: {s: run(1900.0, 20.0 * 2000 / 1900, s) for s in seeds},  # the shipped default
         "reference-source": {s: run(2000.0, 20.0, s) for s in seeds},
         "reference-fairseq": {s: run(1800.0, 25.0, s) for s in seeds},
         "reference": {s: run(2000.0, 15.0, s) for s in seeds},  # better, but not the paper's dropout
@@ -64,3 +64,15 @@ def test_a_gap_that_is_only_fewer_tokens_per_update_vanishes_per_token(parity, c
     assert float(lines["parity_ppl_ratio_upper"]) > 1.03 and lines["parity_within_margin"] == "0"
     assert math.isclose(float(lines["parity_ppl_ratio_per_token_upper"]), 1.0, abs_tol=0.01)
     assert out.splitlines()[-1].startswith("RESULT parity_bleu_ratio")
+
+
+def test_the_pipeline_alias_is_the_shipped_defaults_order_and_budget(parity):
+    from aiayn.config.schema import TrainConfig
+
+    train = TrainConfig()
+    shipped = parity.ALIASES["pipeline"]
+    assert shipped in parity.PIPELINE_SYSTEMS
+    assert f"train.batch_order={train.batch_order}" in parity.PIPELINE_SYSTEMS[shipped]
+    assert f"train.batch_budget={train.batch_budget}" in parity.PIPELINE_SYSTEMS[shipped]
+    for system in ("pipeline-longer", "pipeline-source"):  # each system names both, whatever the default
+        assert any(o.startswith("train.batch_budget=") for o in parity.PIPELINE_SYSTEMS[system])
