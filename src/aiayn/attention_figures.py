@@ -36,6 +36,8 @@ import numpy as np
 from aiayn import runspec
 from aiayn.attention_drawing import plot_attention_grid, plot_attention_lines
 from aiayn.config.params import rows_and_seeds
+from aiayn.config.resolve import typed
+from aiayn.config.schema import AggregateConfig
 from aiayn.data import synthetic_lexicon as lx
 from aiayn.io import read_lines
 from aiayn.runspec import RunSpec
@@ -219,7 +221,7 @@ def stage(cfg: DictConfig) -> list[Path]:
     """The attention_figures stage: results/attention/ holds what FIGURE_ROWS (seed FIGURE_SEED, of the variant the
     tables show, when they are among params.yaml's rows and their runs finished) attend to in the dev sentences
     `pick_sentences` chooses, and no other PNG."""
-    rows, seeds, _ = rows_and_seeds(cfg.aggregate)
+    rows, seeds, _ = rows_and_seeds(typed(cfg.aggregate, AggregateConfig))
     specs = [
         RunSpec.for_row(row, FIGURE_SEED, dict(cfg.variant), cfg.paths.runs, cfg.paths.evals)
         for row in FIGURE_ROWS

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 import yaml
 
-from aiayn.config.schema import DESIGN_KEYS, ROW_GROUPS, DesignConfig
+from aiayn.config.schema import DESIGN_KEYS, ROW_GROUPS, AggregateConfig, DesignConfig
 from aiayn.io import atomic_write_text
 
 T = TypeVar("T")
@@ -189,15 +189,17 @@ def _hydra_value(value: Any) -> str:
     return str(value)
 
 
-def rows_and_seeds(a: Any) -> tuple[list[str], dict[str, list[int]], list[int]]:
+def rows_and_seeds(a: AggregateConfig) -> tuple[list[str], dict[str, list[int]], list[int]]:
     """The rows, each row's seeds to tabulate and the pilot seeds (the ones every row runs first), from the config's
-    `aggregate` node `a`: its rows and seeds when given (the same seeds for every row), else params.yaml's (at
+    `aggregate` group: its rows and seeds when given (the same seeds for every row), else params.yaml's (at
     `a.params_file`: DVC's lists, `seeds` plus the row's `extra_seeds`)."""
-    if (a.rows is None or a.seeds is None) and not Path(a.params_file).exists():
+    if a.rows is not None and a.seeds is not None:
+        return list(a.rows), {row: list(a.seeds) for row in a.rows}, list(a.seeds)
+    if not Path(a.params_file).exists():
         raise FileNotFoundError(f"{a.params_file} not found: pass aggregate.rows=[...] and aggregate.seeds=[...]")
-    params = Params.read(a.params_file) if a.rows is None or a.seeds is None else None
-    rows = list(a.rows) if params is None or a.rows is not None else params.list_of("rows", str)
-    if params is None or a.seeds is not None:
+    params = Params.read(a.params_file)
+    rows = list(a.rows) if a.rows is not None else params.list_of("rows", str)
+    if a.seeds is not None:
         return rows, {row: list(a.seeds) for row in rows}, list(a.seeds)
     return rows, params.seeds_per_row(rows), params.list_of("seeds", int)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from typing import Any
+from typing import Any, TypeVar
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -18,6 +18,8 @@ from aiayn.config.schema import ROW_GROUPS, DataConfig, DecodeConfig, LoggerConf
 from aiayn.marks import check_values, marked
 from aiayn.model.config import ModelConfig
 from aiayn.model.config import check as check_model
+
+T = TypeVar("T")
 
 
 def plain(node: Any) -> dict[str, Any]:
@@ -108,4 +110,13 @@ def prepare(cfg: DictConfig) -> DictConfig:
     validate(out)
     OmegaConf.resolve(out)
     OmegaConf.set_readonly(out, True)
+    return out
+
+
+def typed(node: DictConfig, schema: type[T]) -> T:
+    """A group of the prepared config as its schema's dataclass (e.g. `typed(cfg.aggregate, AggregateConfig)`), so
+    that code past prepare() reads typed fields, not string keys."""
+    out = OmegaConf.to_object(node)
+    if not isinstance(out, schema):
+        raise TypeError(f"config node is a {type(out).__name__}, not a {schema.__name__}")
     return out

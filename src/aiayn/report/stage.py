@@ -11,7 +11,8 @@ from omegaconf import DictConfig
 
 from aiayn import runspec, tracking
 from aiayn.config.params import rows_and_seeds
-from aiayn.config.schema import DESIGN_KEYS
+from aiayn.config.resolve import typed
+from aiayn.config.schema import DESIGN_KEYS, AggregateConfig
 from aiayn.io import atomic_write_json
 from aiayn.report import aggregate as build_tables
 from aiayn.report import record
@@ -24,10 +25,11 @@ log = logging.getLogger(__name__)
 
 
 def design_of(cfg: DictConfig, seeds: dict[str, list[int]], pilot: list[int]) -> Design:
-    """How Table 3 decides (cfg.aggregate's verdict keys), at this setting, at the design's stage: extended once any
-    row has seeds beyond the pilot's."""
+    """How Table 3 decides (the aggregate group's verdict keys), at this setting, at the design's stage: extended once
+    any row has seeds beyond the pilot's."""
+    declared = typed(cfg.aggregate, AggregateConfig)
     return Design(
-        **{key: cfg.aggregate[key] for key in DESIGN_KEYS},
+        **{key: getattr(declared, key) for key in DESIGN_KEYS},
         paper_setting=cfg.scale.name == "paper" and cfg.data.name == "wmt14_en_de",
         pilot_seeds=tuple(pilot),
         extended=any(set(s) - set(pilot) for s in seeds.values()),
@@ -35,7 +37,8 @@ def design_of(cfg: DictConfig, seeds: dict[str, list[int]], pilot: list[int]) ->
 
 
 def aggregate(cfg: DictConfig) -> dict[str, Any]:
-    rows, seeds, pilot = rows_and_seeds(cfg.aggregate)
+    a = typed(cfg.aggregate, AggregateConfig)
+    rows, seeds, pilot = rows_and_seeds(a)
     design = design_of(cfg, seeds, pilot)
     raw = Path(cfg.paths.raw)
     changed = record.update(Path(cfg.paths.results) / record.FILE, design, pilot, seeds)
@@ -46,7 +49,7 @@ def aggregate(cfg: DictConfig) -> dict[str, Any]:
         seeds=seeds,
         refs={split: raw / runspec.raw_file(split, "tgt") for split in ("valid", "test")},
         out_dir=Path(cfg.paths.results),
-        sustained_flops_per_device=cfg.aggregate.sustained_flops_per_device,
+        sustained_flops_per_device=a.sustained_flops_per_device,
         variant=dict(cfg.variant),
         design=design,
         design_changed=changed,
