@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -26,8 +25,7 @@ from pathlib import Path
 import yaml
 
 from aiayn.project import copy_project
-
-STAGE_LINE = re.compile(r"^Running stage '([^']+)':")  # what `dvc repro` prints as it starts a stage
+from gpu_pipeline import repro  # bench/ is on sys.path when a bench script runs
 
 
 def main() -> None:
@@ -49,35 +47,17 @@ def main() -> None:
         given = {k: v for k, v in (("scale", args.scale), ("rows", args.rows), ("seeds", args.seeds)) if v}
         params = yaml.safe_load((copy_project(tmp, **given) / "params.yaml").read_text())
         print(f"params: scale={params['scale']} data={params['data']} rows={params['rows']} seeds={params['seeds']}")
-        # One plain `dvc repro`, as a user runs it; a stage's time runs from its "Running stage" line to the next
-        # one (or the end), so DVC's own hashing and locking between stages counts with the stage before.
-        seconds: dict[str, float] = {}
-        log_lines: list[str] = []
-        current, mark = None, time.perf_counter()
-        with subprocess.Popen(
-            [sys.executable, "-m", "dvc", "repro"],
-            cwd=tmp,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        ) as proc:
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                log_lines.append(line.rstrip("\n"))
-                started = STAGE_LINE.match(line)
-                if started:
-                    now = time.perf_counter()
-                    if current is not None:
-                        seconds[current] = now - mark
-                        print(f"{current:30s} {seconds[current]:8.1f} s", flush=True)
-                    current, mark = started.group(1), now
-        if proc.returncode:
-            tail = "\n".join(log_lines[-30:])
-            sys.exit(f"error: dvc repro failed (exit {proc.returncode}); its last lines:\n{tail}")
-        if current is not None:
-            seconds[current] = time.perf_counter() - mark
-            print(f"{current:30s} {seconds[current]:8.1f} s", flush=True)
+        # One plain `dvc repro`, as a user runs it, its lines echoed with their time (gpu_pipeline.repro: a stage's
+        # time runs from its "Running stage" line to the next, so DVC's hashing between stages counts with the one
+        # before).
+        log_file = args.log or tmp / "repro.log"
+        with open(log_file, "w", encoding="utf-8") as log:
+            rc, seconds = repro(tmp, env, log, None)
+        if rc:
+            sys.exit(f"error: dvc repro failed (exit {rc}); its log: {log_file}")
+        log_lines = log_file.read_text(encoding="utf-8").splitlines()
+        for name, s in seconds.items():
+            print(f"{name:30s} {s:8.1f} s")
         start = time.perf_counter()
         subprocess.run(
             [sys.executable, "-m", "dvc", "repro"],
@@ -94,8 +74,6 @@ def main() -> None:
             kinds[name.split("@")[0]] += s
         for kind, s in kinds.items():
             print(f"RESULT pipeline_{kind}_s {s:.1f}  ({s / total:.0%})")
-        if args.log:
-            args.log.write_text("".join(f"{line}\n" for line in log_lines))
         print(f"RESULT pipeline_log_lines {len(log_lines)}")
         print(f"RESULT pipeline_noop_repro_s {noop:.1f}")
         print(f"RESULT pipeline_total_s {total:.1f}")
