@@ -23,8 +23,10 @@ length over the reference's, and the real target tokens each update and each sec
 Diagnosis systems (`--systems`) swap one part of `reference` for the library's, one at a time, to locate a gap:
 `plain+model` (aiayn's Transformer with its default init in the plain loop), `plain+model-xavier` (the same with
 plain per-projection Xavier for W_Q, W_K, W_V), `plain+model+loss` (aiayn's V-2 label-smoothed loss),
-`plain+model+loss+batches` (aiayn's TokenBatchSampler), and `pipeline-xavier` (the pipeline with
-`model.qkv_init_gain=1`). Anything else is passed as extra Hydra overrides: `pipeline:key=v,...`.
+`plain+model+loss+batches` (aiayn's TokenBatchSampler), `reference-source+model` (aiayn's Transformer in
+`reference-source`'s loop: the model's share of a difference, or of a spread, from the fair reference's), and
+`pipeline-xavier` (the pipeline with `model.qkv_init_gain=1`). Anything else is passed as extra Hydra overrides:
+`pipeline:key=v,...`.
 
 Settings: `learn` (the default: d_model 128, 2+2 layers, 600 updates of 2000 tokens, warmup 150, lr factor 0.5, a
 peak learning rate of 0.0036; the systems end at dev PPL 14.6-15.8, the source-sorted plain loop's seeds within 0.5%
@@ -105,6 +107,7 @@ PLAIN_SYSTEMS = {
     "reference-paper-dropout": PAPER,
     "reference-fairseq": dict(PAPER, batches="fairseq"),
     "reference-source": dict(PAPER, batches="source"),
+    "reference-source+model": dict(PAPER, batches="source", model="aiayn"),  # the library's model in that loop
     "plain+model": dict(TODAY, model="aiayn"),
     "plain+model-xavier": dict(TODAY, model="aiayn", init_gain=1.0),
     "plain+model-fairseq": dict(TODAY, model="aiayn", init_gain=2**-0.5),
@@ -558,7 +561,12 @@ def fair_references(results: dict[str, dict[int, dict]]) -> list[str]:
     """The plain systems with the paper's dropout placement (those a parity claim may be measured against), best
     (lowest mean dev PPL) first."""
     fair = [
-        x for x in results if x in PLAIN_SYSTEMS and PLAIN_SYSTEMS[x]["dropout"] == "paper" and len(results[x]) >= 2
+        x
+        for x in results
+        if x in PLAIN_SYSTEMS
+        and PLAIN_SYSTEMS[x]["dropout"] == "paper"
+        and PLAIN_SYSTEMS[x]["model"] == "torch"  # the library's model in a plain loop is a diagnosis, not a reference
+        and len(results[x]) >= 2
     ]
     return sorted(fair, key=lambda x: sum(math.log(r["dev_ppl"]) for r in results[x].values()) / len(results[x]))
 
@@ -630,6 +638,7 @@ def summarise(results: dict[str, dict[int, dict]], against: str) -> None:
         ("reference-fairseq", "reference-paper-dropout"),
         ("reference-source", "reference-paper-dropout"),
         ("reference-source", "reference-fairseq"),
+        ("reference-source+model", "reference-source"),
     ]
     pairs = [(a, b) for a, b in pairs if len(results.get(a, {})) >= 2 and len(results.get(b, {})) >= 2]
     if pairs:
