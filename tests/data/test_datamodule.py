@@ -30,7 +30,7 @@ def test_batch_layout(bpe_dir):
     batch = next(iter(dm.train_dataloader()))
     src, tgt_in, tgt_out = batch["src"], batch["tgt_in"], batch["tgt_out"]
     assert src.dtype == tgt_in.dtype == torch.long and tgt_in.shape == tgt_out.shape
-    assert src.numel() <= 400 and tgt_in.numel() <= 400  # token budget counts padding
+    assert batch["n_tgt_tokens"] <= 400  # the default budget counts real target tokens (BOS/EOS included)
     assert batch["n_src_tokens"] == int((src != tok.pad_id).sum())
     assert batch["n_tgt_tokens"] == int((tgt_out != tok.pad_id).sum())
     assert (tgt_in[:, 0] == tok.bos_id).all()
@@ -38,6 +38,10 @@ def test_batch_layout(bpe_dir):
         y = split.tgt(i).tolist()
         assert tgt_in[row, 1 : len(y) + 1].tolist() == y and tgt_out[row, : len(y) + 1].tolist() == y + [tok.eos_id]
         assert (tgt_out[row, len(y) + 1 :] == tok.pad_id).all()
+    padded = TranslationDataModule(bpe_dir, max_tokens=400, batch_budget="padded")
+    padded.setup("fit")
+    for batch in padded.train_dataloader():
+        assert batch["src"].numel() <= 400 and batch["tgt_in"].numel() <= 400  # this budget counts padding
         assert src[row, : split.src_lens[i]].tolist() == split.src(i).tolist()
         assert src[row, split.src_lens[i] - 1] == tok.eos_id
 
@@ -108,7 +112,7 @@ def test_a_length_bucket_pads_to_its_multiples_and_leaves_the_loss_unchanged(bpe
     from aiayn.model.transformer import Transformer
     from aiayn.train.loss import label_smoothed_nll_loss
 
-    dm = TranslationDataModule(bpe_dir, max_tokens=400, length_bucket=8)
+    dm = TranslationDataModule(bpe_dir, max_tokens=400, length_bucket=8, batch_budget="padded")
     dm.setup("fit")
     split, tok = dm.splits["train"], dm.tokenizer
     torch.manual_seed(0)

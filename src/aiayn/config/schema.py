@@ -32,12 +32,10 @@ SECRET_KEY = re.compile(
 # data.name: the built-in corpus, a local folder, or a remote corpus of aiayn.data.sources.catalog (its names)
 DATA_SOURCES = ("synthetic", "local", "multi30k", "wmt14_en_de", "wmt14_en_fr")
 NORMAL_FORMS = ("NFC", "NFD", "NFKC", "NFKD")  # Unicode normalisation of every sentence (unicodedata)
-BATCH_ORDERS = (
-    "longer",
-    "source",
-)  # what a training batch's sentences share most: the longer side's length, or the source's
-# what max_tokens counts: padded positions or real tokens (per side), or real target tokens alone
-BATCH_BUDGETS = ("padded", "real", "target")
+# what a training batch's sentences share most: the source's length (the default, fairseq's order), or the longer side's
+BATCH_ORDERS = ("source", "longer")
+# what max_tokens counts: real target tokens alone (the default), or padded positions or real tokens per side
+BATCH_BUDGETS = ("target", "padded", "real")
 DECODE_STRATEGIES = ("beam", "greedy")
 VERDICT_COLUMNS = ("bleu", "ppl")  # Table 3's result columns (dev BLEU, dev PPL), each a claim per row
 PLANNING_POOLS = ("median", "pooled")  # how Table 3's plan pools the rows' spreads (aiayn.report.significance)
@@ -109,10 +107,10 @@ class TrainConfig:
     # distinct shapes (compiled and CUDA graphs reused; aiayn.data.batching). The same model and loss on other
     # batches, with more padding.
     length_bucket: int = mark(0, at_least=0, note=" (0: lengths as they are)")
-    # Which length a training batch's sentences share (aiayn.data.batching): "longer" side first, or "source" first
-    # as fairseq orders them (target lengths then vary within a batch); and what the budget counts: "padded"
-    # positions (sentences x longest, per side), "real" tokens (per side) or real "target" tokens alone.
-    # Departure: see docs/departures.md#token-budget
+    # Which length a training batch's sentences share (aiayn.data.batching): "source" first (the default, as fairseq
+    # orders them: target lengths vary within a batch) or the "longer" side first; and what the budget counts: real
+    # "target" tokens alone (the default: the tokens the loss averages over), "padded" positions (sentences x
+    # longest, per side) or "real" tokens (per side). Departure: see docs/departures.md#token-budget
     batch_order: str = choice(*BATCH_ORDERS)
     batch_budget: str = choice(*BATCH_BUDGETS)
     lr_factor: float = mark(1.0, positive=True)  # multiplies Eq. 3; 1.0 is the paper

@@ -1,19 +1,20 @@
 """Token-count batches of similar-length pairs (section 5.1: "batched together by approximate sequence length").
 
-Each batch holds about `max_tokens` tokens a side. The budget (train.batch_budget) counts them WITH padding
-("padded": batch size x longest sequence, per side), so memory per step is bounded; as real tokens ("real": the sum
-of the sentences' lengths, per side), so the sort's padding does not count; or as real TARGET tokens alone
-("target": the sum of the target lengths, the source side unbudgeted), so every update sees the same number of
-predicted tokens, as a plain loop that counts the loss's tokens does. A single example longer than `max_tokens`
-forms a batch of its own rather than being dropped.
+Each batch holds about `max_tokens` tokens. What the budget (train.batch_budget) counts: real TARGET tokens alone
+("target", the default: the sum of the target lengths, the tokens the loss averages over; the source side is not
+budgeted), so every update sees the same number of predicted tokens, as a plain loop that counts the loss's tokens
+does; padded positions ("padded": batch size x longest sequence, per side), so memory per step is bounded; or real
+tokens per side ("real": the sum of the sentences' lengths, each side within the budget). A single example longer
+than `max_tokens` forms a batch of its own rather than being dropped. Why the default: docs/departures.md#token-budget
 
-Which length the sort puts first is `order` (train.batch_order): "longer" sorts by (longer side, target, source),
-so a batch's target lengths are nearly equal; "source" sorts by (source, target), as fairseq's LanguagePairDataset
-orders its indices, so target lengths vary within a batch. The budget is the same either way.
+Which length the sort puts first is `order` (train.batch_order): "source" (the default) sorts by (source, target), as
+fairseq's LanguagePairDataset orders its indices, so target lengths vary within a batch; "longer" sorts by (longer
+side, target, source), so a batch's target lengths are nearly equal. The budget is the same either way.
 
 With a length bucket K (train.length_bucket), every length is rounded up to a multiple of K before sorting and
-budgeting, and the collate pads each batch to those rounded lengths: a batch then has one of few shapes (a bucket's
-batches all hold max_tokens // L sentences of padded length L), which compiled graphs and CUDA graphs reuse.
+budgeting, and the collate pads each batch to those rounded lengths: a batch then has one of few shapes, which
+compiled graphs and CUDA graphs reuse (fewest with order "longer" and budget "padded": a bucket's batches all hold
+max_tokens // L sentences of padded length L; bench/data_pipeline.py counts them).
 """
 
 from __future__ import annotations

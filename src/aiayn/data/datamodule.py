@@ -8,6 +8,7 @@ import lightning as L
 from torch.utils.data import DataLoader
 
 from aiayn import runspec
+from aiayn.config.schema import BATCH_BUDGETS, BATCH_ORDERS
 from aiayn.data.batching import Collater, TokenBatchSampler
 from aiayn.data.binary import EncodedSplit
 from aiayn.data.tokenizer import Tokenizer
@@ -31,8 +32,8 @@ class TranslationDataModule(L.LightningDataModule):
         val_split: str = "valid",
         val_max_tokens: int | None = None,
         length_bucket: int = 0,
-        batch_order: str = "longer",
-        batch_budget: str = "padded",
+        batch_order: str = BATCH_ORDERS[0],  # the schema's defaults (train.batch_order, train.batch_budget)
+        batch_budget: str = BATCH_BUDGETS[0],
     ):
         super().__init__()
         self.batch_order = batch_order  # training batches' sort (aiayn.data.batching.ORDERS)
