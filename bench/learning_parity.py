@@ -29,8 +29,9 @@ plain per-projection Xavier for W_Q, W_K, W_V), `plain+model+loss` (aiayn's V-2 
 `pipeline:key=v,...`.
 
 Settings: `learn` (the default: d_model 128, 2+2 layers, 600 updates of 2000 tokens, warmup 150, lr factor 0.5, a
-peak learning rate of 0.0036; the systems end at dev PPL 14.6-15.8, the source-sorted plain loop's seeds within 0.5%
-of each other; 6-10 min a run on one core of a 2-core machine. At lr factor 1 the same setting is chaotic: dev PPL
+peak learning rate of 0.0036; the systems end at dev PPL 14.4-16.6, the source-sorted plain loop's seeds within 0.5%
+of each other, batches sorted by the longer side spreading several times more; 6-15 min a run on one core of a 2-core
+machine. At lr factor 1 the same setting is chaotic: dev PPL
 18-28, a run's batches and seed moving it as much as the system), `--full` (d_model 256, 3+3 layers, 700 updates,
 the paper's warmup of 4000, lr factor 2: issue 39's trial, ~15 min a run on 2 cores) and `--quick` (a smoke run: the
 learning rate never leaves its warmup, so nothing is compared after learning).
