@@ -8,12 +8,14 @@ import io
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import yaml
 
-from aiayn.config.schema import DESIGN_KEYS, ROW_GROUPS, AggregateConfig, DesignConfig
 from aiayn.io import atomic_write_text
+
+if TYPE_CHECKING:  # the seeds stage reads this module without the schemas (its DVC deps say so)
+    from aiayn.config.schema import AggregateConfig
 
 T = TypeVar("T")
 EXTRA_SEEDS = "extra_seeds"  # row -> seeds it runs besides `seeds` (and base runs them too: differences are paired)
@@ -74,6 +76,8 @@ class Params:
 
     def design(self) -> dict[str, Any]:
         """The `aggregate` block's design keys, each null or missing one at its default (DesignConfig)."""
+        from aiayn.config.schema import DESIGN_KEYS, DesignConfig
+
         given, default = self.data.get("aggregate") or {}, DesignConfig()
         out: dict[str, Any] = {k: getattr(default, k) if given.get(k) is None else given[k] for k in DESIGN_KEYS}
         out["columns"] = list(out["columns"])
@@ -85,6 +89,8 @@ class Params:
         from aiayn.config.rowfile import unknown_key
 
         out = []
+        from aiayn.config.schema import DESIGN_KEYS, ROW_GROUPS
+
         keys = {group: [f.name for f in dataclasses.fields(ROW_GROUPS[group])] for group in OVERRIDE_GROUPS}
         for group, names in {**keys, "aggregate": list(DESIGN_KEYS)}.items():
             values = self.data.get(group) or {}
@@ -145,6 +151,8 @@ def sync_overrides(path: str | Path) -> list[str]:
     is removed, values and comments stay. Returns what changed ("+train.x", "-train.y"); the shipped file is in
     sync (tests/config/test_params.py): `python -m aiayn.config.params --sync params.yaml` after a schema edit."""
     from ruamel.yaml.comments import CommentedMap
+
+    from aiayn.config.schema import ROW_GROUPS
 
     path = Path(path)
     rt, data = _round_trip(path)
