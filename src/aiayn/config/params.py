@@ -87,10 +87,9 @@ class Params:
         """The `model`, `train`, `decode` and `aggregate` mappings as Hydra overrides (`train.lr_factor=2`), nulls
         left out; a key the schema does not have is refused naming the nearest valid one."""
         from aiayn.config.rowfile import unknown_key
-
-        out = []
         from aiayn.config.schema import DESIGN_KEYS, ROW_GROUPS
 
+        out = []
         keys = {group: [f.name for f in dataclasses.fields(ROW_GROUPS[group])] for group in OVERRIDE_GROUPS}
         for group, names in {**keys, "aggregate": list(DESIGN_KEYS)}.items():
             values = self.data.get(group) or {}

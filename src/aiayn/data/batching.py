@@ -48,12 +48,9 @@ def _greedy_batches(
     src, tgt = src_lens[order].tolist(), tgt_lens[order].tolist()
     for i in range(len(order)):
         # Departure: see docs/departures.md#token-budget (what the budget counts, and the default's choice)
-        if budget == "target":  # the running sum of real target tokens; the source side is not budgeted
+        if budget != "padded":  # running sums of real tokens: the target side alone ("target"), or each side
             s, t = size_s + src[i], size_t + tgt[i]
-            over = t > max_tokens
-        elif budget == "real":  # running sums of each side's real tokens
-            s, t = size_s + src[i], size_t + tgt[i]
-            over = max(s, t) > max_tokens
+            over = (t if budget == "target" else max(s, t)) > max_tokens
         else:  # running maxima: the padded size is sentences x the longest
             s, t = max(size_s, src[i]), max(size_t, tgt[i])
             over = (i + 1 - start) * max(s, t) > max_tokens

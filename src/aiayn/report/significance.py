@@ -25,8 +25,6 @@ from scipy import special, stats
 
 from aiayn.config.schema import PLANNING_POOLS, VERDICT_COLUMNS, DesignConfig
 
-COLUMNS = VERDICT_COLUMNS  # the paper's two Table 3 result columns, each a claim per row
-POOLS = PLANNING_POOLS  # how the plan pools the rows' spreads (planning_sd)
 SEEDS_UP_TO = 100  # seeds_needed searches n = 2 .. this; more is reported as None (out of reach)
 EXACT_SIGN_FLIPS = 16  # up to 2^16 sign patterns are enumerated; more seeds draw MONTE_CARLO_FLIPS of them
 MONTE_CARLO_FLIPS = 100_000
@@ -133,7 +131,7 @@ def planning_sd(sds: Sequence[float | None], ns: Sequence[int], pool: str = "med
     if pool == "pooled":
         return pooled_sd([sd for sd, _ in pairs], [n for _, n in pairs])[0]
     if pool != "median":
-        raise ValueError(f"aggregate.planning_pool must be one of {POOLS}, got {pool!r}")
+        raise ValueError(f"aggregate.planning_pool must be one of {PLANNING_POOLS}, got {pool!r}")
     return math.sqrt(float(np.median([sd * sd / _chi2_median_ratio(n - 1) for sd, n in pairs])))
 
 
@@ -285,12 +283,14 @@ class Design(DesignConfig):
             raise ValueError(
                 f"aggregate.margin_ppl must be in (0, 1) (a relative change of PPL), got {self.margin_ppl}"
             )
-        if not self.columns or set(self.columns) - set(COLUMNS):
+        if not self.columns or set(self.columns) - set(VERDICT_COLUMNS):
             raise ValueError(
-                f"aggregate.columns must be a non-empty subset of {list(COLUMNS)}, got {list(self.columns)}"
+                f"aggregate.columns must be a non-empty subset of {list(VERDICT_COLUMNS)}, got {list(self.columns)}"
             )
-        if self.planning_pool not in POOLS:
-            raise ValueError(f"aggregate.planning_pool must be one of {list(POOLS)}, got {self.planning_pool!r}")
+        if self.planning_pool not in PLANNING_POOLS:
+            raise ValueError(
+                f"aggregate.planning_pool must be one of {list(PLANNING_POOLS)}, got {self.planning_pool!r}"
+            )
         if self.max_seeds < 2:
             raise ValueError(
                 f"aggregate.max_seeds must be at least 2 (a paired t needs two seeds), got {self.max_seeds}"

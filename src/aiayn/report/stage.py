@@ -24,10 +24,9 @@ from aiayn.runspec import RunSpec
 log = logging.getLogger(__name__)
 
 
-def design_of(cfg: DictConfig, seeds: dict[str, list[int]], pilot: list[int]) -> Design:
-    """How Table 3 decides (the aggregate group's verdict keys), at this setting, at the design's stage: extended once
-    any row has seeds beyond the pilot's."""
-    declared = typed(cfg.aggregate, AggregateConfig)
+def design_of(cfg: DictConfig, declared: AggregateConfig, seeds: dict[str, list[int]], pilot: list[int]) -> Design:
+    """How Table 3 decides (the aggregate group's verdict keys, `declared`), at this setting, at the design's stage:
+    extended once any row has seeds beyond the pilot's."""
     return Design(
         **{key: getattr(declared, key) for key in DESIGN_KEYS},
         paper_setting=cfg.scale.name == "paper" and cfg.data.name == "wmt14_en_de",
@@ -39,7 +38,7 @@ def design_of(cfg: DictConfig, seeds: dict[str, list[int]], pilot: list[int]) ->
 def aggregate(cfg: DictConfig) -> dict[str, Any]:
     a = typed(cfg.aggregate, AggregateConfig)
     rows, seeds, pilot = rows_and_seeds(a)
-    design = design_of(cfg, seeds, pilot)
+    design = design_of(cfg, a, seeds, pilot)
     raw = Path(cfg.paths.raw)
     changed = record.update(Path(cfg.paths.results) / record.FILE, design, pilot, seeds)
     summary = build_tables(
