@@ -172,7 +172,8 @@ def train_steps(
     `profile`, then profile three more steps into that file."""
     torch.manual_seed(0)
     dims = {k: shape[k] for k in ("n_layers", "d_model", "d_ff", "n_heads", "d_k", "d_v", "dropout")}
-    model = Transformer(ModelConfig(max_positions=256, **dims), shape["vocab"], PAD).to(device)
+    model_cfg = ModelConfig(max_positions=256, **dims)
+    model = Transformer(model_cfg, shape["vocab"], PAD).to(device)
     # The training step's parts are the pipeline's (aiayn.train.step), with the paper's recipe (TrainConfig).
     optimizer, schedule = optimizer_and_schedule(model.parameters(), TrainConfig(), shape["d_model"], device)
     whole = model_loss(model, PAD)
@@ -209,7 +210,7 @@ def train_steps(
             loss_sum += loss  # on the device: no sync inside the timed loop
             tokens += 2 * batch["tokens"]
             flops += training_flops(
-                dims, shape["vocab"], batch["tokens"], batch["tokens"], batch["length"], batch["length"]
+                model_cfg, shape["vocab"], batch["tokens"], batch["tokens"], batch["length"], batch["length"]
             )
     if device.type == "cuda":
         torch.cuda.synchronize()

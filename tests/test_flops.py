@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from aiayn.flops import forward_flops_per_token, training_flops
+from aiayn.flops import forward_flops_per_token, model_flops_per_token, training_flops
+from aiayn.model.config import ModelConfig, recorded
 
 TINY = dict(n_layers=1, d_model=2, d_ff=3, n_heads=1, d_k=2, d_v=2)
 
@@ -23,7 +24,8 @@ def test_hand_computed_tiny_model():
 
 
 def test_training_flops_is_three_forward_passes():
-    total = training_flops(TINY, vocab_size=5, tokens_src=10, tokens_tgt=12, avg_src_len=3, avg_tgt_len=4)
+    model = ModelConfig(**TINY)
+    total = training_flops(model, vocab_size=5, tokens_src=10, tokens_tgt=12, avg_src_len=3, avg_tgt_len=4)
     assert total == 3 * (10 * 96 + 12 * 148)
 
 
@@ -49,5 +51,16 @@ def test_attention_products_grow_with_length():
 def test_bad_sizes_are_named():
     with pytest.raises(ValueError, match="d_ff"):
         forward_flops_per_token(**{**TINY, "d_ff": 0}, vocab_size=5, src_len=3, tgt_len=4)
+    with pytest.raises(ValueError, match="token counts"):
+        training_flops(ModelConfig(**TINY), 5, -1, 12, 3, 4)
+
+
+def test_a_recorded_model_config_is_read_by_this_version() -> None:
+    """An old run's config.yaml `model` group: a key since removed is dropped, one since added takes the paper's
+    default, and the counted FLOPs are the sizes'; a record without a size is refused, naming it."""
+    record = {**TINY, "dropout": 0.3, "since_removed": 1}
+    model = recorded(record)
+    assert (model.d_ff, model.dropout, model.activation) == (3, 0.3, "relu")
+    assert model_flops_per_token(model, 5, 3, 4) == forward_flops_per_token(**TINY, vocab_size=5, src_len=3, tgt_len=4)
     with pytest.raises(KeyError, match="d_v"):
-        training_flops({k: v for k, v in TINY.items() if k != "d_v"}, 5, 10, 12, 3, 4)
+        recorded({k: v for k, v in TINY.items() if k != "d_v"})

@@ -7,6 +7,7 @@ import yaml
 
 from aiayn.devices import load
 from aiayn.flops import forward_flops_per_token
+from aiayn.model.config import ModelConfig
 from aiayn.plan import apply_sets, main, plan, speed
 
 
@@ -45,7 +46,7 @@ def test_paper_scale_table3_on_an_h200_matches_the_measured_speed(params, tmp_pa
 
 
 def test_unmeasured_devices_say_so_and_unknown_ones_are_refused():
-    model = dict(n_layers=6, d_model=512, d_ff=2048, n_heads=8, d_k=64, d_v=64)
+    model = ModelConfig()  # the paper's base
     assert speed("H200", model, 37000, (27, 28)).measured and not speed("A100", model, 37000, (27, 28)).measured
     with pytest.raises(KeyError, match="TPU"):
         speed("TPU", model, 37000, (27, 28))

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from aiayn.model.config import ModelConfig
 from aiayn.rows import count_parameters, describe_rows, main, row_names
 
 # Rows whose width changes the shared embedding, so their difference from base depends on the vocabulary.
@@ -34,7 +35,8 @@ def test_the_papers_wide_rows_imply_different_vocabularies() -> None:
 
     def delta(model: dict, vocab: int) -> float:
         base = dict(n_layers=6, d_model=512, d_ff=2048, n_heads=8, d_k=64, d_v=64)
-        return (count_parameters({**base, **model}, vocab) - count_parameters(base, vocab)) / 1e6
+        changed, unchanged = ModelConfig(**{**base, **model}), ModelConfig(**base)
+        return (count_parameters(changed, vocab) - count_parameters(unchanged, vocab)) / 1e6
 
     c5, big = dict(d_model=1024, d_k=128, d_v=128), dict(d_model=1024, d_ff=4096, n_heads=16)
     # Both differences are linear in the vocabulary (the shared embedding grows by V * 512): solve for V.

@@ -86,7 +86,7 @@ def project(repo_root: Path, tmp_path: Path) -> Path:
     write_table(tmp_path / "results" / "table3.csv", TABLE)
     params = Params.read(tmp_path / "params.yaml")
     design = Design(**{k: tuple(v) if k == "columns" else v for k, v in params.design().items()})
-    record.update(tmp_path / "results" / record.FILE, design, params.list_of("seeds", int), SEEDS)
+    record.update(tmp_path / "results" / record.FILE, design, params.seeds(), SEEDS)
     return tmp_path
 
 

@@ -10,10 +10,8 @@ Attention products use the full sequence length L per query, as a masked trainin
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from aiayn.model.config import ModelConfig
 
-MODEL_KEYS = ("n_layers", "d_model", "d_ff", "n_heads", "d_k", "d_v")
 # Backward costs about twice the forward (gradients with respect to both inputs and weights of each matmul).
 TRAIN_TO_FORWARD = 3
 
@@ -82,8 +80,23 @@ def forward_flops_per_token(
     return parts
 
 
+def model_flops_per_token(model: ModelConfig, vocab_size: int, src_len: float, tgt_len: float) -> dict[str, float]:
+    """forward_flops_per_token for a model config (its six sizes; the switches cost no counted FLOPs)."""
+    return forward_flops_per_token(
+        model.n_layers,
+        model.d_model,
+        model.d_ff,
+        model.n_heads,
+        model.d_k,
+        model.d_v,
+        vocab_size=vocab_size,
+        src_len=src_len,
+        tgt_len=tgt_len,
+    )
+
+
 def training_flops(
-    model_cfg: Mapping[str, Any],
+    model: ModelConfig,
     vocab_size: int,
     tokens_src: float,
     tokens_tgt: float,
@@ -91,15 +104,7 @@ def training_flops(
     avg_tgt_len: float,
 ) -> float:
     """Counted training FLOPs: 3 x forward (forward + backward) over the source and target tokens seen."""
-    missing = [k for k in MODEL_KEYS if k not in model_cfg]
-    if missing:
-        raise KeyError(f"model config lacks {missing}; needs {list(MODEL_KEYS)}")
     if tokens_src < 0 or tokens_tgt < 0:
         raise ValueError(f"token counts must be >= 0, got src={tokens_src}, tgt={tokens_tgt}")
-    per = forward_flops_per_token(
-        **{k: int(model_cfg[k]) for k in MODEL_KEYS},
-        vocab_size=vocab_size,
-        src_len=avg_src_len,
-        tgt_len=avg_tgt_len,
-    )
+    per = model_flops_per_token(model, vocab_size, avg_src_len, avg_tgt_len)
     return float(TRAIN_TO_FORWARD * (tokens_src * per["per_src_token"] + tokens_tgt * per["per_tgt_token"]))

@@ -27,7 +27,8 @@ import yaml
 from aiayn import runspec
 from aiayn.config.params import Params
 from aiayn.devices import load as device_table
-from aiayn.flops import MODEL_KEYS, forward_flops_per_token, training_flops
+from aiayn.flops import model_flops_per_token, training_flops
+from aiayn.model.config import ModelConfig
 
 # Average subword tokens per sentence (source, target) and dev/test sizes when the corpus is not yet fetched:
 # WMT14 from its BPE at 37k (~27 per sentence, the issue's estimate), Multi30k captions at 8k, the synthetic tiny.
@@ -41,15 +42,13 @@ CORPORA = {
 
 
 @functools.cache
-def anchors() -> dict[str, dict[str, int]]:
+def anchors() -> dict[str, ModelConfig]:
     """The sizes devices.yaml's MFUs were measured at: Table 3's base (the model schema's defaults) and big
     (conf/row/big.yaml at the paper's scale)."""
     from aiayn.config.composition import compose
-    from aiayn.config.resolve import prepare
-    from aiayn.config.schema import ModelConfig
+    from aiayn.config.resolve import prepare, typed
 
-    big = prepare(compose(["scale=paper", "row=big"])).model
-    return {"base": {k: getattr(ModelConfig(), k) for k in MODEL_KEYS}, "big": {k: int(big[k]) for k in MODEL_KEYS}}
+    return {"base": ModelConfig(), "big": typed(prepare(compose(["scale=paper", "row=big"])).model, ModelConfig)}
 
 
 def corpus(data: str, vocab: int, bpe_dir: Path) -> dict[str, Any]:
@@ -84,7 +83,7 @@ class Speed:
 
 
 def speed(
-    device: str, model: dict[str, Any], vocab: int, lengths: tuple[float, float], table: dict[str, Any] | None = None
+    device: str, model: ModelConfig, vocab: int, lengths: tuple[float, float], table: dict[str, Any] | None = None
 ) -> Speed:
     """The rate for `model` on `device`: the MFU measured at base and big, log-interpolated between them by FLOPs
     per token, times the dense peak; CPU: its measured sustained rate."""
@@ -108,18 +107,16 @@ def speed(
     )
 
 
-def _parts(model: dict[str, Any], vocab: int, lengths: tuple[float, float]) -> dict[str, float]:
-    return forward_flops_per_token(
-        **{k: int(model[k]) for k in MODEL_KEYS}, vocab_size=vocab, src_len=lengths[0], tgt_len=lengths[1]
-    )
+def _parts(model: ModelConfig, vocab: int, lengths: tuple[float, float]) -> dict[str, float]:
+    return model_flops_per_token(model, vocab, *lengths)
 
 
-def _per_token(model: dict[str, Any], vocab: int, lengths: tuple[float, float]) -> float:
+def _per_token(model: ModelConfig, vocab: int, lengths: tuple[float, float]) -> float:
     parts = _parts(model, vocab, lengths)
     return parts["per_src_token"] + parts["per_tgt_token"]
 
 
-def decode_flops(model: dict[str, Any], vocab: int, lengths: tuple[float, float], sentences: int, beam: int) -> float:
+def decode_flops(model: ModelConfig, vocab: int, lengths: tuple[float, float], sentences: int, beam: int) -> float:
     """Beam search over `sentences`: the encoder once per sentence, the decoder once per output token and beam."""
     parts = _parts(model, vocab, lengths)
     return sentences * (lengths[0] * parts["per_src_token"] + beam * lengths[1] * parts["per_tgt_token"])
@@ -131,15 +128,15 @@ def plan(
     """One record per row (its seeds, steps, FLOPs, hours) and the totals, for params.yaml's values (`source`
     names them in errors)."""
     from aiayn.config.composition import compose
-    from aiayn.config.resolve import prepare
+    from aiayn.config.resolve import prepare, typed
 
-    groups = [f"{k}={params[k]}" for k in ("scale", "data", "trainer") if k in params]
-    read = Params(params, Path(source))
+    read = Params.of(params, source)
+    groups = [f"{k}={v}" for k in ("scale", "data", "trainer") if (v := getattr(read.values, k)) is not None]
     overrides, seeds, table = read.overrides(), read.seeds_per_row(), device_table()
     records, corpora = [], {}
     for row in seeds:  # params.yaml's rows, validated
         cfg = prepare(compose([*groups, f"row={row}", *overrides]))
-        model, vocab = {k: cfg.model[k] for k in MODEL_KEYS}, int(cfg.data.vocab_size)
+        model, vocab = typed(cfg.model, ModelConfig), int(cfg.data.vocab_size)
         if (cfg.data.name, vocab) not in corpora:  # every row of a pipeline usually shares one
             corpora[cfg.data.name, vocab] = corpus(cfg.data.name, vocab, bpe_dir)
         data = corpora[cfg.data.name, vocab]

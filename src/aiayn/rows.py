@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from aiayn.config.composition import CONF_DIR, compose
-from aiayn.config.resolve import prepare
+from aiayn.config.resolve import prepare, typed
 from aiayn.config.schema import ROW_GROUPS, ModelConfig
 from aiayn.model.transformer import Transformer
 from aiayn.report.paper import paper_table3
@@ -35,10 +35,10 @@ def row_names() -> list[str]:
     return sorted(names, key=lambda n: (order.index(n) if n in order else len(order), n))
 
 
-def count_parameters(model_cfg: dict[str, Any], vocab_size: int) -> int:
+def count_parameters(model: ModelConfig, vocab_size: int) -> int:
     """Parameters of the Transformer for a model config, built on the meta device (no memory, no time)."""
     with torch.device("meta"):
-        return Transformer(ModelConfig(**model_cfg), vocab_size).num_parameters()
+        return Transformer(model, vocab_size).num_parameters()
 
 
 def changes(row: Any) -> dict[str, Any]:
@@ -52,7 +52,7 @@ def describe_rows(scale: str, vocab_size: int, overrides: Sequence[str] = ()) ->
     records = []
     for name in row_names():
         cfg = prepare(compose([f"scale={scale}", f"row={name}", *overrides]))
-        model = dict(cfg.model.items())
+        model = typed(cfg.model, ModelConfig)
         params = count_parameters(model, vocab_size)
         ref = cfg.row.paper.table3
         records.append(
@@ -61,7 +61,7 @@ def describe_rows(scale: str, vocab_size: int, overrides: Sequence[str] = ()) ->
                 "description": cfg.row.description,
                 "tables": list(cfg.row.tables),
                 "changes": changes(cfg.row),
-                **{k: model[k] for k in SHOWN_MODEL},
+                **{k: getattr(model, k) for k in SHOWN_MODEL},
                 **{k: cfg.train[k] for k in SHOWN_TRAIN},
                 "average_last": cfg.row.average_last,
                 "params_m": round(params / 1e6, 2),

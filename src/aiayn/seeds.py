@@ -144,7 +144,7 @@ def run(
             "shown: list them in `seeds`, clear `extra_seeds`, and run `dvc repro`."
         )
     design = declared.design()
-    refused = record.refuse_extension(record_path, design, declared.list_of("seeds", int))
+    refused = record.refuse_extension(record_path, design, declared.seeds())
     if refused:
         raise ValueError(refused)
     rows = read_table(table)

@@ -6,9 +6,10 @@ import pytest
 import torch
 
 from aiayn.flops import training_flops
+from aiayn.model.config import ModelConfig
 from aiayn.train.mfu import MFUMonitor, batch_flops, peak_flops
 
-MODEL = dict(n_layers=2, d_model=64, d_ff=256, n_heads=4, d_k=16, d_v=16, dropout=0.1)
+MODEL = ModelConfig(n_layers=2, d_model=64, d_ff=256, n_heads=4, d_k=16, d_v=16, dropout=0.1)
 
 
 @pytest.mark.parametrize(

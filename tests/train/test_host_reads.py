@@ -11,6 +11,7 @@ from tests.host_reads import HostReads
 from torch.utils.data import DataLoader
 
 from aiayn.config.schema import TrainConfig
+from aiayn.model.config import ModelConfig
 from aiayn.train.callbacks import RngState, RunProgress
 from aiayn.train.mfu import MFUMonitor
 from aiayn.train.module import TranslationModule
@@ -66,7 +67,12 @@ def test_only_logging_steps_read_the_device(tmp_path):
         log_every_n_steps=LOG_EVERY,
         num_sanity_val_steps=0,
         default_root_dir=tmp_path,
-        callbacks=[reads, RunProgress(LOG_EVERY), RngState(0), MFUMonitor(MODEL, VOCAB, LOG_EVERY, "32-true")],
+        callbacks=[
+            reads,
+            RunProgress(LOG_EVERY),
+            RngState(0),
+            MFUMonitor(ModelConfig(**MODEL), VOCAB, LOG_EVERY, "32-true"),
+        ],
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # Lightning's hints about workers

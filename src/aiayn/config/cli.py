@@ -56,7 +56,7 @@ def expand_seeds_from(argv: list[str]) -> list[str]:
     if row and "," not in row:
         seeds = Params.read(path).seeds_per_row([row])[row]
     else:
-        seeds = list(dict.fromkeys(Params.read(path).list_of("seeds", int)))
+        seeds = Params.read(path).seeds()
     out = [f"seed={','.join(map(str, seeds))}" if arg == given[0] else arg for arg in argv]
     return out if {"-m", "--multirun"} & set(out) else ["--multirun", *out]
 

@@ -1,33 +1,33 @@
-"""The DVC pipeline's lists in params.yaml: rows, seeds and each row's extra seeds, read by the stages that run or
-tabulate them and edited (comments kept) by `python -m aiayn.seeds`."""
+"""The DVC pipeline's params.yaml, read through one structured config (schema.ParamsConfig): the rows, seeds and
+each row's extra seeds that the stages run or tabulate, and the overrides of conf/ for every row; edited (comments
+kept) by `python -m aiayn.seeds` and kept in step with the schemas by `--sync`."""
 
 from __future__ import annotations
 
 import dataclasses
 import io
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any
 
-import yaml
+from omegaconf import OmegaConf
 
+from aiayn.config.keys import read_yaml, structured
+from aiayn.config.schema import DESIGN_KEYS, ROW_GROUPS, AggregateConfig, DesignConfig, ParamsConfig
 from aiayn.io import atomic_write_text
 
-if TYPE_CHECKING:  # the seeds stage reads this module without the schemas (its DVC deps say so)
-    from aiayn.config.schema import AggregateConfig
-
-T = TypeVar("T")
 EXTRA_SEEDS = "extra_seeds"  # row -> seeds it runs besides `seeds` (and base runs them too: differences are paired)
 OVERRIDE_GROUPS = ("model", "train", "decode")  # params.yaml's overrides of conf/ for every row (null: none)
 
 
 @dataclass(frozen=True)
 class Params:
-    """A params file's contents (`Params.read`, or values already read, e.g. with `-S` values set), read as the
-    pipeline's lists; every error names the file, the key and the bad item."""
+    """A params file read through schema.ParamsConfig (`Params.read`, or `Params.of` for values already read, e.g.
+    with `-S` values set): the pipeline's lists and overrides. A misspelt key or a wrong type is refused as the file
+    is read, naming the file and the key (aiayn.config.keys)."""
 
-    data: Mapping[str, Any]
+    values: ParamsConfig
     path: Path
 
     @classmethod
@@ -35,74 +35,56 @@ class Params:
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"{path} not found (needed for its rows, seeds and overrides)")
-        try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        except yaml.YAMLError as err:
-            raise ValueError(f"{path}: not valid YAML ({err})") from err
-        return cls(data if isinstance(data, dict) else {}, path)
+        return cls.of(read_yaml(path, "a params file"), path)
 
-    def _items(self, key: str, values: Any, kind: Callable[[Any], T]) -> list[T]:
-        if not isinstance(values, list):
-            raise ValueError(f"{self.path}: key '{key}' must be a list, got {values!r}")
-        out = []
-        for i, value in enumerate(values):
-            try:
-                if isinstance(value, (bool, dict, list)) or value is None:
-                    raise TypeError(value)
-                out.append(kind(value))
-            except (TypeError, ValueError) as err:
-                raise ValueError(f"{self.path}: {key}[{i}] = {value!r} is not a {kind.__name__}") from err
-        return out
+    @classmethod
+    def of(cls, data: dict[str, Any], path: str | Path) -> Params:
+        values = OmegaConf.to_object(structured(ParamsConfig, data, path))
+        assert isinstance(values, ParamsConfig)
+        return cls(values, Path(path))
 
-    def list_of(self, key: str, kind: Callable[[Any], T]) -> list[T]:
-        """`key` as a non-empty list of `kind`."""
-        values = self.data.get(key)
-        if not isinstance(values, list) or not values:
-            raise ValueError(f"{self.path}: key '{key}' must be a non-empty list, got {values!r}")
-        return self._items(key, values, kind)
+    def _listed(self, key: str) -> list[Any]:
+        values = list(getattr(self.values, key))
+        if not values:
+            raise ValueError(f"{self.path}: key '{key}' must be a non-empty list")
+        return values
+
+    def rows(self) -> list[str]:
+        """`rows`, non-empty."""
+        return self._listed("rows")
+
+    def seeds(self) -> list[int]:
+        """`seeds`, non-empty, each once."""
+        return list(dict.fromkeys(self._listed("seeds")))
 
     def extra_seeds(self) -> dict[str, list[int]]:
         """`extra_seeds` as row -> list of seeds; absent or empty is {}."""
-        extra = self.data.get(EXTRA_SEEDS) or {}
-        if not isinstance(extra, dict):
-            raise ValueError(f"{self.path}: key '{EXTRA_SEEDS}' must map rows to lists of seeds, got {extra!r}")
-        return {str(row): self._items(f"{EXTRA_SEEDS}.{row}", seeds or [], int) for row, seeds in extra.items()}
+        return {row: list(seeds) for row, seeds in self.values.extra_seeds.items()}
 
     def seeds_per_row(self, rows: Iterable[str] | None = None) -> dict[str, list[int]]:
         """Each row's seeds (the file's `rows` unless given): `seeds`, then its `extra_seeds`, each seed once."""
-        rows = self.list_of("rows", str) if rows is None else list(rows)
-        seeds, extra = self.list_of("seeds", int), self.extra_seeds()
+        rows = self.rows() if rows is None else list(rows)
+        seeds, extra = self.seeds(), self.extra_seeds()
         return {row: list(dict.fromkeys([*seeds, *extra.get(row, [])])) for row in rows}
 
     def design(self) -> dict[str, Any]:
         """The `aggregate` block's design keys, each null or missing one at its default (DesignConfig)."""
-        from aiayn.config.schema import DESIGN_KEYS, DesignConfig
-
-        given, default = self.data.get("aggregate") or {}, DesignConfig()
-        out: dict[str, Any] = {k: getattr(default, k) if given.get(k) is None else given[k] for k in DESIGN_KEYS}
+        given, default = self.values.aggregate, DesignConfig()
+        out = {k: getattr(default, k) if getattr(given, k) is None else getattr(given, k) for k in DESIGN_KEYS}
         out["columns"] = list(out["columns"])
         return out
 
     def overrides(self) -> list[str]:
-        """The `model`, `train`, `decode` and `aggregate` mappings as Hydra overrides (`train.lr_factor=2`), nulls
-        left out; a key the schema does not have is refused naming the nearest valid one."""
-        from aiayn.config.rowfile import unknown_key
-        from aiayn.config.schema import DESIGN_KEYS, ROW_GROUPS
-
+        """The `model`, `train`, `decode` and `aggregate` keys that are not null, as Hydra overrides
+        (`train.lr_factor=2.0`), in schema order."""
         out = []
-        keys = {group: [f.name for f in dataclasses.fields(ROW_GROUPS[group])] for group in OVERRIDE_GROUPS}
-        for group, names in {**keys, "aggregate": list(DESIGN_KEYS)}.items():
-            values = self.data.get(group) or {}
-            if not isinstance(values, dict):
-                raise ValueError(
-                    f"{self.path}: key '{group}' must map {group} settings to values (null: none), got {values!r}"
-                )
-            valid = [f"{group}.{f}" for f in names]
-            for key, value in values.items():
-                if f"{group}.{key}" not in valid:
-                    raise ValueError(unknown_key(self.path, f"{group}.{key}", valid))
-                if value is not None:
-                    out.append(f"{group}.{key}={_hydra_value(value)}")
+        for group in (*OVERRIDE_GROUPS, "aggregate"):
+            node = getattr(self.values, group)
+            out += [
+                f"{group}.{f.name}={_hydra_value(value)}"
+                for f in dataclasses.fields(node)
+                if (value := getattr(node, f.name)) is not None
+            ]
         return out
 
 
@@ -150,8 +132,6 @@ def sync_overrides(path: str | Path) -> list[str]:
     is removed, values and comments stay. Returns what changed ("+train.x", "-train.y"); the shipped file is in
     sync (tests/config/test_params.py): `python -m aiayn.config.params --sync params.yaml` after a schema edit."""
     from ruamel.yaml.comments import CommentedMap
-
-    from aiayn.config.schema import ROW_GROUPS
 
     path = Path(path)
     rt, data = _round_trip(path)
@@ -205,10 +185,10 @@ def rows_and_seeds(a: AggregateConfig) -> tuple[list[str], dict[str, list[int]],
     if not Path(a.params_file).exists():
         raise FileNotFoundError(f"{a.params_file} not found: pass aggregate.rows=[...] and aggregate.seeds=[...]")
     params = Params.read(a.params_file)
-    rows = list(a.rows) if a.rows is not None else params.list_of("rows", str)
+    rows = list(a.rows) if a.rows is not None else params.rows()
     if a.seeds is not None:
         return rows, {row: list(a.seeds) for row in rows}, list(a.seeds)
-    return rows, params.seeds_per_row(rows), params.list_of("seeds", int)
+    return rows, params.seeds_per_row(rows), params.seeds()
 
 
 if __name__ == "__main__":

@@ -303,6 +303,26 @@ class DesignConfig:
 
 
 DESIGN_KEYS = tuple(f.name for f in dataclasses.fields(DesignConfig))  # params.yaml's `aggregate` verdict keys
+DesignPatch = patch_of(DesignConfig)
+
+
+@dataclass
+class ParamsConfig:
+    """params.yaml, the DVC pipeline's knobs, read through this one structured config (aiayn.config.params), so a
+    misspelt key or a value of the wrong type is refused naming the file and the key. The pipeline's choices
+    (null: conf/config.yaml's) are passed to every stage; the groups' non-null keys override conf/ for every row."""
+
+    scale: Optional[str] = None  # conf/scale/
+    data: Optional[str] = None  # conf/data/
+    trainer: Optional[str] = None  # conf/trainer/
+    launcher: Optional[str] = None  # conf/hydra/launcher/
+    model: ModelPatch = field(default_factory=ModelPatch)  # type: ignore[valid-type]
+    train: TrainPatch = field(default_factory=TrainPatch)  # type: ignore[valid-type]
+    decode: DecodePatch = field(default_factory=DecodePatch)  # type: ignore[valid-type]
+    aggregate: DesignPatch = field(default_factory=DesignPatch)  # type: ignore[valid-type]
+    rows: List[str] = field(default_factory=list)  # conf/row/ names, in table order
+    seeds: List[int] = field(default_factory=list)  # every row's
+    extra_seeds: Dict[str, List[int]] = field(default_factory=dict)  # row -> seeds besides `seeds` (aiayn.seeds)
 
 
 @dataclass

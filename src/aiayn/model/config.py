@@ -6,7 +6,10 @@ Plain dataclasses (aiayn.marks), no torch: the config layer imports this without
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from aiayn.marks import check_values, choice, mark, relative
 
@@ -43,6 +46,16 @@ class ModelConfig:
     )  # table size of learned positions; sinusoids and rotations are computed to this length
     # Xavier gain of W_Q, W_K, W_V (the paper gives no init). Departure: see docs/departures.md#initialisation
     qkv_init_gain: float = mark(0.7071067811865476, positive=True)  # 1/sqrt(2), as nn.MultiheadAttention and fairseq
+
+
+def recorded(values: Mapping[str, Any]) -> ModelConfig:
+    """The ModelConfig a run recorded (the `model` group of its config.yaml), as this version reads it: a key this
+    version no longer has is dropped, one it has added takes its default (the paper's choice, which every earlier
+    run made). A record without the six sizes is refused (KeyError naming them)."""
+    sizes = ("n_layers", "d_model", "d_ff", "n_heads", "d_k", "d_v")
+    if missing := [k for k in sizes if k not in values]:
+        raise KeyError(f"the recorded model config lacks {missing}")
+    return ModelConfig(**{f.name: values[f.name] for f in dataclasses.fields(ModelConfig) if f.name in values})
 
 
 def check(cfg: ModelConfig, vocab_size: int | None = None, pad_id: int | None = None, where: str = "model.") -> None:

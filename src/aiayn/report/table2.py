@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from aiayn.flops import training_flops
+from aiayn.model.config import recorded
 from aiayn.report.collect import RunRecord, row_settings
 from aiayn.report.formats import (
     DASH,
@@ -83,7 +84,7 @@ def counted_flops(rec: RunRecord, lengths: tuple[float, float]) -> float | None:
     if not model or vocab is None or seen.get("src") is None or seen.get("tgt") is None:
         return None
     try:
-        return training_flops(model, int(vocab), seen["src"], seen["tgt"], *lengths)
+        return training_flops(recorded(model), int(vocab), seen["src"], seen["tgt"], *lengths)
     except (KeyError, ValueError):
         return None  # a config without the model sizes leaves the cell blank rather than stopping the report
 

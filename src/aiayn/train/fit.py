@@ -138,7 +138,7 @@ def _train(cfg: DictConfig, spec: RunSpec) -> dict[str, Any]:
             curve,
             RngState(cfg.seed),
             MFUMonitor(
-                plain(cfg.model),
+                module.model.cfg,
                 tokenizer.vocab_size,
                 cfg.train.log_every_steps,
                 str(cfg.trainer.precision),

@@ -15,6 +15,7 @@ import lightning as L
 import torch
 
 from aiayn.flops import training_flops
+from aiayn.model.config import ModelConfig
 from aiayn.train.callbacks import ends_update
 
 # Dense (no sparsity) peak FLOP/s per device from vendor datasheets: (16-bit tensor-core rate, plain fp32 rate).
@@ -40,13 +41,13 @@ def peak_flops(device_name: str, precision: str) -> float | None:
     return None
 
 
-def batch_flops(model_cfg: Mapping[str, Any], vocab_size: int, batch: Mapping[str, Any]) -> float:
+def batch_flops(model: ModelConfig, vocab_size: int, batch: Mapping[str, Any]) -> float:
     """Counted training FLOPs of one micro-batch, from its host-side token counts and sentence count."""
     n_src, n_tgt = int(batch["n_src_tokens"]), int(batch["n_tgt_tokens"])
     sentences = max(int(batch["src"].shape[0]), 1)
     if n_src == 0 or n_tgt == 0:
         return 0.0
-    return training_flops(model_cfg, vocab_size, n_src, n_tgt, n_src / sentences, n_tgt / sentences)
+    return training_flops(model, vocab_size, n_src, n_tgt, n_src / sentences, n_tgt / sentences)
 
 
 class MFUMonitor(L.Callback):
@@ -57,7 +58,7 @@ class MFUMonitor(L.Callback):
 
     def __init__(
         self,
-        model_cfg: Mapping[str, Any],
+        model: ModelConfig,
         vocab_size: int,
         log_every_steps: int,
         precision: str,
@@ -65,7 +66,7 @@ class MFUMonitor(L.Callback):
     ) -> None:
         if peak is not None and not peak > 0:
             raise ValueError(f"trainer.peak_flops must be positive or null, got {peak!r}")
-        self.model_cfg, self.vocab_size = dict(model_cfg), vocab_size
+        self.model, self.vocab_size = model, vocab_size
         self.log_every_steps, self.precision = log_every_steps, precision
         self.peak = peak
         self._flops, self._t0 = 0.0, time.perf_counter()
@@ -77,7 +78,7 @@ class MFUMonitor(L.Callback):
         self._flops, self._t0 = 0.0, time.perf_counter()
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        self._flops += batch_flops(self.model_cfg, self.vocab_size, batch)
+        self._flops += batch_flops(self.model, self.vocab_size, batch)
         if trainer.global_step % self.log_every_steps or not ends_update(trainer, batch_idx):
             return
         now = time.perf_counter()
