@@ -310,7 +310,8 @@ DesignPatch = patch_of(DesignConfig)
 class ParamsConfig:
     """params.yaml, the DVC pipeline's knobs, read through this one structured config (aiayn.config.params), so a
     misspelt key or a value of the wrong type is refused naming the file and the key. The pipeline's choices
-    (null: conf/config.yaml's) are passed to every stage; the groups' non-null keys override conf/ for every row."""
+    (null: conf/config.yaml's) are passed to every stage; the groups' non-null keys override conf/ for every row. A
+    stage of your own that reads a new params.yaml key declares it here (an undeclared key is refused as misspelt)."""
 
     scale: Optional[str] = None  # conf/scale/
     data: Optional[str] = None  # conf/data/
