@@ -45,6 +45,9 @@ def test_seed_and_seeds_from_together_are_refused(tmp_path: Path) -> None:
         ("seeds: [1, two]\n", r"seeds\[1\]: Value 'two' of type 'str' could not be converted to Integer"),
         ("seeds: [1, true]\n", r"seeds\[1\]: Value 'True' of type 'bool'"),
         ("seed: [1]\n", r"unknown key 'seed' \(did you mean 'seeds'\?\)"),
+        ("rows: [base]\nseeds: [1]\ntrain: [1]\n", r"train = \[1\]: must be a mapping of keys"),
+        ("rows: [base]\nseeds: [1]\ntrain:\n  max_steps: many\n", r"train.max_steps: Value 'many' of type 'str'"),
+        ("- 1\n", "a params file is a mapping of keys, got list"),
         ("seeds: [1\n", "not valid YAML"),
     ],
 )
