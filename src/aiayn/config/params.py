@@ -11,9 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from omegaconf import OmegaConf
-
 from aiayn.config.keys import read_yaml, structured
+from aiayn.config.resolve import typed
 from aiayn.config.schema import DESIGN_KEYS, ROW_GROUPS, AggregateConfig, DesignConfig, ParamsConfig
 from aiayn.io import atomic_write_text
 
@@ -39,9 +38,7 @@ class Params:
 
     @classmethod
     def of(cls, data: dict[str, Any], path: str | Path) -> Params:
-        values = OmegaConf.to_object(structured(ParamsConfig, data, path))
-        assert isinstance(values, ParamsConfig)
-        return cls(values, Path(path))
+        return cls(typed(structured(ParamsConfig, data, path), ParamsConfig), Path(path))
 
     def _listed(self, key: str) -> list[Any]:
         values = list(getattr(self.values, key))
