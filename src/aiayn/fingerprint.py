@@ -64,9 +64,9 @@ def fingerprint(cfg, bpe_dir: Path) -> dict[str, Any]:
     """What a checkpoint must share with this run to be resumed by it: the row, the seed, every model setting and
     every train setting but the run's length and how it is watched (its checkpoint cadence too, unless the row
     averages checkpoints), the code the train stage executes, the tokenizer and the encoded data."""
-    from aiayn.config.resolve import plain
+    from aiayn.config.resolve import averaged, plain
 
-    averages = int(cfg.row.average_last) > 1  # else its checkpoint cadence changes none of its numbers
+    averages = averaged(cfg.row) > 1  # else its checkpoint cadence changes none of its numbers
     skip = _resumable_across() | (set() if averages else set(marked(TrainConfig, "averaging")))
     return {
         "code_sha256": code_digest(TRAIN_ENTRY),

@@ -64,7 +64,7 @@ MAX_SLUG = 64  # characters of a folder name before it is shortened with a hash
 
 
 def _is_eval_only(key: str) -> bool:
-    return key.removeprefix("row.").split(".")[0] in EVAL_ONLY or key == "row.average_last"
+    return key.removeprefix("row.").split(".")[0] in EVAL_ONLY or key in ("row.average_last", "row.dev_average_last")
 
 
 def _value(value: Any) -> str:

@@ -67,8 +67,14 @@ def test_a_row_is_a_relative_change_at_small_scales() -> None:
 
 def test_snapshots_kept_follow_the_rows_averaging_unless_set() -> None:
     keep = {row: prepare(compose(["scale=tiny", f"row={row}"])).train.keep_last for row in ("base", "big", "C1")}
-    assert keep == {"base": 5, "big": 20, "C1": 0}  # Table 3 rows average nothing: only last.ckpt
-    assert prepare(compose(["scale=tiny", "row=C1", "train.keep_last=3"])).train.keep_last == 3
+    assert keep == {"base": 5, "big": 20, "C1": 5}  # at tiny, Table 3's dev evaluation averages every row's last 5
+    assert (
+        prepare(compose(["scale=tiny", "row=C1", "train.keep_last=3", "row.dev_average_last=3"])).train.keep_last == 3
+    )
+    paper = {row: prepare(compose(["scale=paper", f"row={row}"])).train.keep_last for row in ("base", "C1")}
+    assert paper == {"base": 5, "C1": 0}  # the paper's Table 3: the last checkpoint alone, so only last.ckpt
+    tiny = prepare(compose(["scale=tiny", "row=C1"]))
+    assert (tiny.row.dev_average_last, tiny.row.average_last) == (5, 0)
 
 
 @pytest.mark.slow  # composes every row at every scale: about a minute
@@ -112,6 +118,9 @@ def test_missing_row_file_is_refused() -> None:
         ("model.dropout=1.5", "model.dropout"),
         ("train.label_smoothing=-0.1", "train.label_smoothing"),
         ("train.keep_last=2", "train.keep_last"),
+        ("row=C1 train.keep_last=3", "row.dev_average_last=5"),
+        ("trainer.threads=0", "trainer.threads"),
+        ("trainer.cpu_isa=sse4", "trainer.cpu_isa"),  # C1 at tiny keeps too few for its dev average
         ("train.keep_last=-1", "train.keep_last"),
         ("train.max_steps=601", "train.ckpt_every_steps"),
         ("train.ckpt_every_minutes=5", "train.ckpt_every_minutes"),  # beside the scale's step cadence: one only

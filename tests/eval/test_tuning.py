@@ -121,6 +121,7 @@ def overrides(tmp: Path) -> list[str]:
         "scale=smoke",
         "logger=none",
         "trainer.enable_progress_bar=false",
+        "trainer.cpu_isa=null",  # pytest's process keeps the machine's kernels (tests/pipeline/smoke.py)
         "train.max_steps=4",
         "data.valid_size=12",
         "data.test_size=8",

@@ -24,6 +24,9 @@ def data_overrides(data: Path) -> list[str]:
         "scale=smoke",
         "logger=none",
         "trainer.enable_progress_bar=false",
+        # The machine's own kernels: a pin lasts for the process, and these stages share pytest's (bf16 decoding
+        # among them). tests/test_floatpath.py checks the pin in fresh interpreters.
+        "trainer.cpu_isa=null",
         f"paths.raw={data}/raw",
         f"paths.bpe={data}/bpe",
     ]

@@ -13,6 +13,7 @@ from omegaconf import OmegaConf
 from tests.pipeline.smoke import REPO, overrides, stage
 
 from aiayn.config.composition import compose
+from aiayn.eval.runaways import repeats
 
 
 def test_fetch_writes_the_six_files_and_stats(workspace: Path) -> None:
@@ -102,8 +103,16 @@ def test_evaluate_scores_table3_on_the_last_checkpoint_and_table2_on_the_average
         "checkpoints",
         "sentences_per_s",
         "copy_baseline_bleu",
+        "runaways",
     ):
         assert key in scores["dev"] and key in scores["test"], key
+    # The runaways are what the hypotheses file shows: a repeating line is counted, and named, by its number.
+    hyps = (run / "hyps.valid.txt").read_text(encoding="utf-8").splitlines()
+    runaways = scores["dev"]["runaways"]
+    assert runaways["repeating"] == sum(map(repeats, hyps))
+    assert all(repeats(hyps[n - 1]) or n in runaways["lines"] for n in runaways["lines"])
+    assert runaways["count"] == len(runaways["lines"]) or len(runaways["lines"]) == 20
+    assert scores["float_path"].endswith(", 1 thread")  # the cpu trainer's one thread
     assert scores["dev"]["ppl"] > 1 and "ppl" not in scores["test"]
     assert scores["test"]["checkpoints_averaged"] == 5
     assert scores["test"]["checkpoints"] == [f"step-{s:08d}.ckpt" for s in (4, 6, 8, 10, 12)]
@@ -111,6 +120,17 @@ def test_evaluate_scores_table3_on_the_last_checkpoint_and_table2_on_the_average
     assert scores["test"]["bleu_ci95"] is not None and scores["dev"]["bleu_ci95"] is None  # Table 2's interval
     assert scores["test"]["set"]["lines"] == 40 and "nrefs:1" in scores["test"]["sacrebleu_signature"]
     assert len((run / "hyps.test.txt").read_text(encoding="utf-8").splitlines()) == 40
+
+
+def test_dev_averaging_decodes_the_average_of_the_runs_last_snapshots(workspace: Path) -> None:
+    """row.dev_average_last (the tiny scale's 5; docs/departures.md#dev-averaging): the dev section decodes and
+    scores the average of the run's last snapshots, as the test section does, in its own evaluation folder."""
+    averaged = stage("evaluate").run(compose(overrides(workspace, "row.dev_average_last=3")))
+    assert averaged["dev"]["checkpoints"] == [f"step-{s:08d}.ckpt" for s in (8, 10, 12)]
+    assert averaged["dev"]["checkpoints_averaged"] == 3
+    last = json.loads((workspace / "evals" / "base" / "seed1" / "eval.json").read_text())
+    assert averaged["dev"]["ppl"] != last["dev"]["ppl"]  # other weights
+    assert (workspace / "evals" / "base" / "dev_average_last=3" / "seed1" / "eval.json").exists()
 
 
 def test_evaluation_of_the_last_checkpoint_is_that_checkpoints_model(workspace: Path) -> None:
@@ -140,7 +160,7 @@ def test_aggregate_writes_table3_with_seed_counts(workspace: Path) -> None:
         points = [(r["run"], int(r["step"])) for r in csv.DictReader(f)]
     assert points == [("base-s1", 6), ("base-s1", 12), ("base-s2", 6), ("base-s2", 12)]
     metrics = json.loads((workspace / "results" / "metrics.json").read_text())  # for `dvc exp show`: headlines
-    assert set(metrics["table3"]["base"]) == {"dev_bleu", "dev_bleu_ci95"}  # base has no verdict
+    assert set(metrics["table3"]["base"]) == {"dev_bleu", "dev_bleu_ci95", "dev_runaways"}  # base has no verdict
     assert metrics["table3"]["base"]["dev_bleu"] == pytest.approx(float(rows[0]["bleu_mean"]))
     assert set(metrics["table2"]["base"]) == {"test_bleu", "test_bleu_tok"}
 

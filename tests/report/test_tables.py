@@ -231,3 +231,36 @@ def test_aggregate_without_any_run_or_reference(tmp_path):
     )
     assert (tmp_path / "results" / "curves.csv").read_text() == "row,seed,run,step,val_loss,val_ppl\n"
     assert "runs/A1/seed2/eval.json is absent" in (tmp_path / "results" / "table3.md").read_text()
+
+
+def test_table3_shows_each_rows_runaways_and_how_its_dev_checkpoints_were_averaged(fabricated):
+    """eval.json's runaway counts (aiayn.eval.runaways) appear beside each row's BLEU, summed over seeds with the
+    seeds that have any; a run evaluated before they were counted shows a dash, not a zero. The legend says which
+    checkpoints the dev numbers come from."""
+    for seed, count in ((1, 0), (2, 3), (3, 1)):
+        path = fabricated["runs"] / "A1" / f"seed{seed}" / "eval.json"
+        record = json.loads(path.read_text())
+        record["dev"]["runaways"] = {"count": count, "at_length_limit": count, "repeating": 0, "lines": []}
+        record["dev"]["checkpoints_averaged"] = 5
+        path.write_text(json.dumps(record))
+    for seed in (1, 2, 3):
+        path = fabricated["runs"] / "base" / f"seed{seed}" / "eval.json"
+        record = json.loads(path.read_text())
+        record["dev"]["runaways"] = {"count": 0, "at_length_limit": 0, "repeating": 0, "lines": []}
+        path.write_text(json.dumps(record))
+    recs = collect_runs(fabricated["runs"], fabricated["rows"], fabricated["seeds"])
+    rows = {r["row"]: r for r in build_table3(recs, Design(pilot_seeds=(1, 2, 3)))}
+    assert (rows["A1"]["runaways"], rows["A1"]["runaways_by_seed"]) == (4, "1:0 2:3 3:1")
+    assert rows["base"]["runaways"] == 0 and rows["A3"]["runaways"] is None  # A3's runs never counted them
+    write_table3(list(rows.values()), fabricated["out"], {"scale": "tiny"})
+    md = (fabricated["out"] / "table3.md").read_text()
+    header = next(line for line in md.splitlines() if line.startswith("| Row"))
+    column = [c.strip() for c in header.split("|")].index("runaways")
+    cells = {
+        line.split("|")[1].strip(): line.split("|")[column].strip()
+        for line in md.splitlines()
+        if line.startswith("| ") and not line.startswith("| Row")
+    }
+    assert cells["A1"] == "4 (s2: 3, s3: 1)" and cells["base"] == "0" and cells["A3"] == "—"
+    assert "from the average of its last 1 or 5 checkpoints (row.dev_average_last)" in md
+    assert json.loads(json.dumps(table3_metrics(list(rows.values()))))["A1"]["dev_runaways"] == 4

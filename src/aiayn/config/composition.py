@@ -69,8 +69,9 @@ def differences(cfg: DictConfig, reference: DictConfig) -> dict[str, Any]:
             for key in node[group]:
                 if key not in skip and node[group][key] != ref[group][key]:
                     out[f"{prefix}{group}.{key}"] = node[group][key]
-    if cfg.row.average_last != reference.row.average_last:
-        out["row.average_last"] = cfg.row.average_last
+    for key in ("average_last", "dev_average_last"):
+        if cfg.row[key] != reference.row[key]:
+            out[f"row.{key}"] = cfg.row[key]
     return out
 
 

@@ -14,7 +14,15 @@ from typing import Any, TypeVar
 
 from omegaconf import DictConfig, OmegaConf
 
-from aiayn.config.schema import ROW_GROUPS, DataConfig, DecodeConfig, LoggerConfig, RowConfig, TrainConfig
+from aiayn.config.schema import (
+    ROW_GROUPS,
+    DataConfig,
+    DecodeConfig,
+    LoggerConfig,
+    RowConfig,
+    TrainConfig,
+    TrainerConfig,
+)
 from aiayn.marks import check_values, marked
 from aiayn.model.config import ModelConfig
 from aiayn.model.config import check as check_model
@@ -71,8 +79,15 @@ def resolve_row(cfg: DictConfig) -> DictConfig:
     if row.train.batch_tokens is not None and out.train.max_tokens > out.train.batch_tokens:
         out.train.max_tokens = out.train.batch_tokens  # a micro-batch never exceeds the row's (smaller) update
     if out.train.keep_last is None:  # the row's own keep_last, else what its averaging needs
-        out.train.keep_last = row.average_last if row.average_last > 1 else 0
+        out.train.keep_last = averaged(row)
     return out
+
+
+def averaged(row) -> int:
+    """The most checkpoints a row's evaluations average (Table 2's test, Table 3's dev): the snapshots a run must
+    keep; 0 when each takes the last checkpoint alone."""
+    most = max(int(row.average_last), int(row.dev_average_last))
+    return most if most > 1 else 0
 
 
 def validate(cfg: DictConfig) -> None:
@@ -85,6 +100,7 @@ def validate(cfg: DictConfig) -> None:
             ("decode", DecodeConfig),
             ("data", DataConfig),
             ("logger", LoggerConfig),
+            ("trainer", TrainerConfig),
         ):
             check_values(cfg[group], schema, f"{group}.")
         TrainConfig(**plain(cfg.train))  # the values together (TrainConfig.__post_init__)
@@ -92,11 +108,12 @@ def validate(cfg: DictConfig) -> None:
     except ValueError as err:
         raise ConfigError(f"{err} (row '{cfg.row.name}')") from None
     t, row = cfg.train, cfg.row
-    if row.average_last > 1 and t.keep_last < row.average_last:
-        raise ConfigError(
-            f"train.keep_last={t.keep_last} keeps fewer checkpoints than row '{row.name}' averages "
-            f"(row.average_last={row.average_last})"
-        )
+    for key in ("average_last", "dev_average_last"):
+        if row[key] > 1 and t.keep_last < row[key]:
+            raise ConfigError(
+                f"train.keep_last={t.keep_last} keeps fewer checkpoints than row '{row.name}' averages "
+                f"(row.{key}={row[key]})"
+            )
     if cfg.data.name == "synthetic" and cfg.data.max_words < 4:
         raise ConfigError(
             f"data.max_words={cfg.data.max_words} must be >= 4 (the synthetic corpus's shortest sentence)"

@@ -171,6 +171,11 @@ class TrainerConfig:
     deterministic: bool = True
     enable_progress_bar: bool = True
     peak_flops: Optional[float] = None  # per device, for train/mfu; null: looked up from the device name
+    # A CPU run's float path (aiayn.floatpath): intra-op threads (null: torch's default, or the parallel launcher's
+    # share of the cores) and the x86-64 kernels of PyTorch and MKL (null: the machine's widest). conf/trainer/cpu.yaml
+    # pins 1 thread and avx2, so that the default's numbers are the same on every x86-64 machine with AVX2.
+    threads: Optional[int] = mark(None, at_least=1)
+    cpu_isa: Optional[str] = choice(None, "avx2", "avx512")
 
 
 @dataclass
@@ -250,8 +255,11 @@ class RowConfig:
     tables: List[str] = field(default_factory=lambda: ["table3"], metadata={"choices": TABLES})
     paper: PaperRef = field(default_factory=PaperRef)
     # Checkpoints averaged for Table 2's test evaluation (section 6.1: base 5, big 20); 0 = the last checkpoint.
-    # Table 3 evaluates every row on its last checkpoint (section 6.2).
     average_last: int = 0
+    # Checkpoints averaged for Table 3's dev evaluation, every row alike; 0 or 1 = the last checkpoint alone, the
+    # paper's (section 6.2: "no checkpoint averaging"). The tiny scale averages 5.
+    # Departure: see docs/departures.md#dev-averaging
+    dev_average_last: int = 0
     # For a row the paper does not have: the smallest ΔBLEU from base worth detecting, in BLEU at the paper's scale
     # (converted like the paper's differences); its seeds are planned for it. null: the margin (aggregate.margin_bleu).
     effect_of_interest: Optional[float] = None

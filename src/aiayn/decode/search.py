@@ -78,6 +78,13 @@ def source_ids(tokenizer: Tokenizer, sentences: list[str], max_positions: int) -
     return out
 
 
+def output_limits(source: Sequence[Sequence[int]], max_len_b: int, max_positions: int) -> list[int]:
+    """The most output tokens (EOS not counted) `search` allows each of `source` (`source_ids`' output): input length +
+    max_len_b, at most what the decoder's positions hold (aiayn.decode.step.max_output_lengths; 0 for an empty
+    sentence, which is not searched)."""
+    return [min(len(seq) + max_len_b, max_positions - 1) if seq else 0 for seq in source]
+
+
 def pad_batch(sequences: Sequence[Sequence[int]], pad_id: int, device: torch.device | str) -> Tensor:
     """Right-padded (B, S) long tensor of the given token id sequences."""
     width = max(len(seq) for seq in sequences)

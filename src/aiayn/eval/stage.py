@@ -1,7 +1,8 @@
 """The evaluate stage: decode dev and test, score, write eval.json beside a copy of the run's own small files.
 
-Dev (newstest2013 for WMT), from the last checkpoint, gives Table 3's BLEU and PPL; test (newstest2014), from the
-average of the row's last checkpoints, gives Table 2's BLEU.
+Dev (newstest2013 for WMT), from the last checkpoint (the average of the last row.dev_average_last at the tiny
+scale), gives Table 3's BLEU and PPL; test (newstest2014), from the average of the row's last checkpoints, gives
+Table 2's BLEU.
 """
 
 from __future__ import annotations
@@ -14,20 +15,21 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from aiayn import runspec, tracking
+from aiayn import floatpath, runspec, tracking
 from aiayn.data.batching import eval_batches
 from aiayn.data.tokenizer import Tokenizer
-from aiayn.decode.search import autocast
+from aiayn.decode.search import autocast, output_limits, source_ids
 from aiayn.eval.bleu import sacre_bleu
 from aiayn.eval.evaluate import score_translations
 from aiayn.eval.perplexity import dev_perplexity
+from aiayn.eval.runaways import at_length_limit, runaway_summary
 from aiayn.eval.trained import (
     decode_device,
     decode_precision,
     load_weights,
     run_tokenizer,
+    search_with,
     select_last,
-    translate_with,
 )
 from aiayn.io import atomic_write_json, atomic_write_text, read_json, read_lines
 from aiayn.model.transformer import Transformer
@@ -38,24 +40,31 @@ log = logging.getLogger(__name__)
 
 def decode_split(
     cfg: DictConfig, model, tokenizer, split: str, device
-) -> tuple[list[str], list[str], float, list[str]]:
-    """Translate `data/raw/{split}.src` (aiayn.eval.trained.translate_with); return hypotheses, references,
-    sentences per second and the sources."""
+) -> tuple[list[str], list[str], float, list[str], list[bool]]:
+    """Translate `data/raw/{split}.src` (aiayn.eval.trained.search_with); return hypotheses, references, sentences
+    per second, the sources and which hypotheses ran to the search's length limit."""
     raw = Path(cfg.paths.raw)
     sources, refs = read_lines(raw / runspec.raw_file(split, "src")), read_lines(raw / runspec.raw_file(split, "tgt"))
     start = time.perf_counter()
-    hyps = translate_with(cfg, model, tokenizer, sources, device, f"decode {split}")
-    return hyps, refs, len(sources) / max(time.perf_counter() - start, 1e-9), sources
+    outputs = search_with(cfg, model, tokenizer, sources, device, f"decode {split}")
+    hyps = tokenizer.decode(outputs)
+    speed = len(sources) / max(time.perf_counter() - start, 1e-9)
+    limits = output_limits(
+        source_ids(tokenizer, sources, model.cfg.max_positions), cfg.decode.max_len_b, model.cfg.max_positions
+    )
+    return hyps, refs, speed, sources, at_length_limit(outputs, limits)
 
 
-# eval.json's sections, each one evaluation protocol with its own checkpoints: dev is Table 3's (the last checkpoint,
-# section 6.2: "no checkpoint averaging"), test Table 2's (the row's average_last, section 6.1: base 5, big 20).
+# eval.json's sections, each one evaluation protocol with its own checkpoints: dev is Table 3's (row.dev_average_last:
+# the last checkpoint, section 6.2's "no checkpoint averaging", but at the tiny scale), test Table 2's (the row's
+# average_last, section 6.1: base 5, big 20).
 SECTIONS = (("dev", "valid"), ("test", "test"))
 
 
 def protocol(cfg: DictConfig, section: str) -> int:
-    """How many of the run's last checkpoints a section's evaluation averages (1: the last alone)."""
-    return max(1, int(cfg.row.average_last)) if section == "test" else 1
+    """How many of the run's last checkpoints a section's evaluation averages (1: the last alone): row.average_last
+    for test, row.dev_average_last for dev (docs/departures.md#dev-averaging)."""
+    return max(1, int(cfg.row.average_last if section == "test" else cfg.row.dev_average_last))
 
 
 def evaluate(cfg: DictConfig) -> dict[str, Any]:
@@ -63,6 +72,11 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     section, and a `test` section for a row in Table 2: `table2` in `row.tables`) and each decoded split's
     hypotheses. A section whose checkpoints are the same as the one before reuses its model."""
     tracking.refuse_secrets(cfg)
+    if cfg.trainer.accelerator == "cpu":
+        # Half-precision decoding keeps the machine's kernels: PyTorch's bf16 attention on an AVX-512 CPU refuses
+        # AVX2 dispatch ("pack_vnni2 is only supported when avx512 is supported").
+        full = decode_precision(cfg).startswith(("32", "64"))
+        floatpath.pin(cfg.trainer.threads, cfg.trainer.cpu_isa if full else None)
     spec, bpe_dir = RunSpec.of(cfg), Path(cfg.paths.bpe)
     spec.eval_dir.mkdir(parents=True, exist_ok=True)
     device, tokenizer = decode_device(cfg), run_tokenizer(bpe_dir, select_last(spec.checkpoints, 1)[-1])
@@ -77,6 +91,7 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
             "length_penalty": cfg.decode.length_penalty,
             "strategy": cfg.decode.strategy,
             "precision": decode_precision(cfg),
+            "float_path": floatpath.described() if cfg.trainer.accelerator == "cpu" else None,
         }
         model: Transformer | None = None
         paths: list[Path] = []
@@ -128,7 +143,7 @@ def _evaluate_split(
     wandb_run,
 ) -> dict[str, Any]:
     """Decode and score one split with the given weights; write its hypotheses; its section of eval.json."""
-    hyps, refs, speed, sources = decode_split(cfg, model, tokenizer, split, device)
+    hyps, refs, speed, sources, limited = decode_split(cfg, model, tokenizer, split, device)
     atomic_write_text(spec.eval_dir / runspec.hyps_file(split), "".join(h + "\n" for h in hyps))
     # The bootstrap interval is Table 2's (a test set, one system); Table 3 compares rows over seeds.
     scores = score_translations(
@@ -142,6 +157,7 @@ def _evaluate_split(
         "sentences_per_s": round(speed, 3),
         # The trivial baseline: the source sentence copied unchanged, scored the same way.
         "copy_baseline_bleu": sacre_bleu(sources, refs)[0],
+        "runaways": runaway_summary(hyps, refs, limited),
         "set": _set_name(cfg, split, len(refs)),
     }
 

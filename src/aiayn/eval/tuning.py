@@ -53,7 +53,7 @@ def tune_setting(cfg: DictConfig) -> dict[str, Any]:
     # with a beam costs minutes, and a cache would be global state.
     model, paths = load_model(spec.checkpoints, cfg.row.average_last, device)
     tokenizer = run_tokenizer(Path(cfg.paths.bpe), paths[-1])
-    hyps, refs, speed, _ = decode_split(cfg, model, tokenizer, "valid", device)
+    hyps, refs, speed, _, _ = decode_split(cfg, model, tokenizer, "valid", device)
     scores = score_translations(hyps, refs, tgt_lang=cfg.data.tgt_lang, bootstrap=0)
     result = {
         "beam_size": cfg.decode.beam_size,

@@ -18,8 +18,8 @@ from aiayn import runspec
 from aiayn.runspec import RunSpec
 
 # eval.json's sections and the numbers the tables read in each; each must be a number (or absent / null) for the
-# run to count. dev: the last checkpoint (Table 3's protocol); test: the averaged weights (Table 2's), for the
-# rows Table 2 shows.
+# run to count. dev: Table 3's protocol (the last checkpoint, or the average of row.dev_average_last); test: the
+# averaged weights (Table 2's), for the rows Table 2 shows.
 EVAL_NUMBERS = {
     "dev": ("bleu", "bleu_paper", "ppl", "checkpoints_averaged"),
     "test": ("bleu", "bleu_paper", "checkpoints_averaged"),

@@ -35,8 +35,29 @@ __all__ = ["BASE", "build_table3", "table3_metrics", "write_table3"]
 
 
 def _by_seed(records: Sequence[RunRecord], key: str) -> dict[int, float]:
-    """One dev-set number by seed (eval.json's dev section: the last checkpoint, Table 3's protocol)."""
+    """One dev-set number by seed (eval.json's dev section, Table 3's protocol)."""
     return {r.seed: v for r in records if (v := r.score("dev", key)) is not None}
+
+
+def runaways_by_seed(records: Sequence[RunRecord], section: str = "dev") -> dict[int, int]:
+    """Each seed's runaway hypotheses in eval.json's `section` (aiayn.eval.runaways), for the runs that counted
+    them."""
+    out = {}
+    for r in records:
+        counted = (r.eval.get(section) or {}).get("runaways") if r.ok else None
+        if isinstance(counted, Mapping) and isinstance(counted.get("count"), int):
+            out[r.seed] = counted["count"]
+    return out
+
+
+def runaway_cell(total: int | None, by_seed: str | None) -> str:
+    """A row's runaways over its seeds, with the seeds that have any: "16 (s2: 2, s4: 14)"; "0"; a dash when not
+    counted."""
+    if total is None:
+        return DASH
+    seeds = [pair.split(":") for pair in (by_seed or "").split()]
+    shown = ", ".join(f"s{seed}: {n}" for seed, n in seeds if n != "0")
+    return f"{total} ({shown})" if shown else str(total)
 
 
 def _logs(by_seed: Mapping[int, float]) -> dict[int, float]:
@@ -87,9 +108,12 @@ def build_table3(records: Sequence[RunRecord], design: Design = Design()) -> lis
                 if r.eval["dev"].get("checkpoints_averaged") is not None
             }
         )
+        runaways = runaways_by_seed(ok)
         rows.append(
             dict(
                 row=name,
+                runaways=sum(runaways.values()) if runaways else None,
+                runaways_by_seed=" ".join(f"{seed}:{n}" for seed, n in runaways.items()) or None,
                 n_seeds=len(ok),
                 seeds=" ".join(str(r.seed) for r in ok),
                 **score_columns(bleu_ci, log_ppl_ci),
@@ -175,6 +199,12 @@ COLUMNS: tuple[Column, ...] = (
         ),
     ),
     Column(
+        "runaways",
+        ("runaways", "runaways_by_seed"),
+        lambda r: runaway_cell(r["runaways"], r["runaways_by_seed"]),
+        metrics=(("dev_runaways", lambda r: r["runaways"]),),
+    ),
+    Column(
         "ΔBLEU ± 95%",
         ci_cells("delta_bleu", sign=True)[0] + ("delta_bleu_sd", "delta_bleu_n_pairs"),
         _delta_cell,
@@ -245,6 +275,14 @@ KEYS = csv_columns(COLUMNS)
 def legend(context: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], design: Design) -> str:
     """What the columns mean, at what scale and data they were measured, and how the verdicts were decided."""
     claims = claim_count(list(rows), design)
+    averaged = sorted({str(r["checkpoints_averaged"]) for r in rows if r.get("checkpoints_averaged")})
+    if averaged in ([], ["1"]):
+        checkpoints = "from its last checkpoint, no averaging (section 6.2; Table 2 averages)"
+    else:
+        checkpoints = (
+            f"from the average of its last {' or '.join(averaged)} checkpoints (row.dev_average_last), where the "
+            "paper takes the last checkpoint alone (section 6.2; docs/departures.md#dev-averaging)"
+        )
     base = next((r for r in rows if r["row"] == BASE), {})
     scale, ppl_scale, level = base.get("bleu_scale"), base.get("ppl_scale"), base.get("family_level")
     margin, margin_log = base.get("margin_bleu"), base.get("margin_log_ppl")
@@ -278,14 +316,17 @@ def legend(context: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], design
     return (
         f"Scale: {context.get('scale') or DASH}; data: {context.get('data') or DASH}; seeds asked: "
         f"{context.get('seeds') or DASH}.\n\n"
-        "dev BLEU is sacreBLEU on the dev set, every row and base alike from its last checkpoint, no averaging "
-        "(section 6.2; Table 2 averages); mean ± half-width of a 95% Student-t interval over seeds. dev PPL is "
+        f"dev BLEU is sacreBLEU on the dev set, every row and base alike {checkpoints}; mean ± half-width of a "
+        "95% Student-t interval over seeds. dev PPL is "
         "per-token (BPE) perplexity, the geometric mean over seeds with its 95% interval (seeds are averaged and "
         "compared on log PPL, the mean token loss); PPL ÷ base is the paired ratio. ΔBLEU is the row minus base "
         "over the seeds both have (the pairs are counted when base has more). Every test's unit is the training "
         "run (a seed), never the dev sentence; p (t) is the paired t-test over seeds (the CSV also has the exact "
         "sign-flip permutation p of each column, which needs no normality and cannot go below 2/2^n); no p "
-        "decides.\n\n"
+        "decides. runaways: the dev hypotheses that ran to the search's length limit or say a word (or up to 4) 4 "
+        "times in a row, summed over seeds, with each seed that has any (aiayn.eval.runaways; eval.json lists "
+        "their lines and the BLEU without them): a few such lines move a seed's BLEU by points and its PPL "
+        "hardly at all.\n\n"
         f"Every row makes one claim per column ({columns}), each decided by its family interval alone: the "
         f"paired t interval (of ΔBLEU; of Δ log PPL, shown as a ratio) at level {level_text} = "
         f"1 − {design.alpha:g}/{claims} (Bonferroni over the {claims} claims of the table), so that all the "

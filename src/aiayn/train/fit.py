@@ -17,7 +17,7 @@ import lightning as L
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from aiayn import fingerprint, runspec, tracking
+from aiayn import fingerprint, floatpath, runspec, tracking
 from aiayn.config.resolve import plain
 from aiayn.data.datamodule import TranslationDataModule
 from aiayn.data.tokenizer import Tokenizer
@@ -78,6 +78,8 @@ def train(cfg: DictConfig) -> dict[str, Any]:
 
 def _train(cfg: DictConfig, spec: RunSpec) -> dict[str, Any]:
     run_dir, bpe_dir, ckpt_dir = spec.run_dir, Path(cfg.paths.bpe), spec.checkpoints
+    if cfg.trainer.accelerator == "cpu":
+        floatpath.pin(cfg.trainer.threads, cfg.trainer.cpu_isa)
     atomic_write_text(run_dir / runspec.CONFIG, OmegaConf.to_yaml(tracking.scrub(OmegaConf.to_container(cfg))))
     L.seed_everything(cfg.seed, workers=True)
     tokenizer = Tokenizer(bpe_dir / runspec.TOKENIZER)
@@ -193,4 +195,5 @@ def _summary(cfg, trainer, module, datamodule, progress, tokenizer, batches: Bat
             "name": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
         },
         "precision": str(cfg.trainer.precision),
+        "float_path": floatpath.described() if cfg.trainer.accelerator == "cpu" else None,
     }
