@@ -128,6 +128,8 @@ def test_missing_row_file_is_refused() -> None:
         ("train.batch_budget=words", "train.batch_budget"),
         ("data.max_words=3", "data.max_words"),
         ("data.lexicon_scale=0", "data.lexicon_scale"),
+        ("data.form=lc.tok", "data.form"),
+        ("data.form=lc.norm.tok", "data.form=lc.norm.tok: only data=multi30k"),
         ("decode.strategy=sampling", "decode.strategy"),
         ("decode.precision=fp8", "decode.precision"),
         ("decode.batch_tokens=0", "decode.batch_tokens"),

@@ -244,3 +244,46 @@ def test_every_remote_corpus_of_the_catalog_is_a_data_name_the_schema_offers():
     remote = {MULTI30K.name, *WMT14}
     assert remote <= set(DATA_SOURCES) and set(DATA_SOURCES) - remote == {"synthetic", "local"}
     assert set(CORPORA) <= set(DATA_SOURCES)
+
+
+SHARED_TOK = REPO.parent / "shared" / "data" / "multi30k-tok"
+
+
+def test_the_literatures_tokenised_form_is_fetched_verified_and_kept_line_for_line(tmp_path):
+    """data.form=lc.norm.tok: the repository's data/task1/tok files (plain text), served from a mirror folder under
+    their cache names, verified against the pinned sums, dev and test kept line for line."""
+    from aiayn.data.sources.catalog import MULTI30K_TOK
+
+    if not SHARED_TOK.is_dir():
+        pytest.skip(f"no {SHARED_TOK} (the published lc.norm.tok files)")
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    for archive in MULTI30K_TOK.archives:
+        shutil.copy(SHARED_TOK / archive.url.rsplit("/", 1)[-1], mirror / archive.filename)
+    base = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/tok/"
+    assert all(a.url == base + a.filename.removeprefix("multi30k-") for a in MULTI30K_TOK.archives)
+    cfg = compose(
+        ["data=multi30k", "data.form=lc.norm.tok", f"paths.raw={tmp_path / 'raw'}", f"data.mirror={mirror}"]
+        + [f"data.cache_dir={tmp_path / 'cache'}"]
+    )
+    stats = fetch_stage()(cfg)
+    raw = tmp_path / "raw"
+    assert stats["test_set"] == MULTI30K_TOK.test.description and stats["valid"]["kept"] == 1014
+    for split, name in (("test", "test_2016_flickr"), ("valid", "val")):
+        assert _lines(raw / f"{split}.src") == _lines(SHARED_TOK / f"{name}.lc.norm.tok.en")
+        assert _lines(raw / f"{split}.tgt") == _lines(SHARED_TOK / f"{name}.lc.norm.tok.de")
+    assert stats["train"]["read"] == 29000 and stats["train"]["kept"] > 28900
+    assert _lines(raw / "test.tgt")[0] == "ein mann mit einem orangefarbenen hut , der etwas anstarrt ."
+    (mirror / "multi30k-val.lc.norm.tok.de").write_text("tampered\n")
+    with pytest.raises(ChecksumError, match=r"multi30k-val\.lc\.norm\.tok\.de"):
+        fetch_stage()(
+            compose(
+                [
+                    "data=multi30k",
+                    "data.form=lc.norm.tok",
+                    f"paths.raw={tmp_path / 'r2'}",
+                    f"data.mirror={mirror}",
+                    f"data.cache_dir={tmp_path / 'cache2'}",
+                ]
+            )
+        )

@@ -61,3 +61,34 @@ def test_score_translations_reports_every_field():
 def test_unpaired_inputs_are_rejected(fn):
     with pytest.raises(ValueError, match="2 hypotheses but 3 references"):
         fn(HYPS[:2], REFS)
+
+
+def test_lc_tok_bleu_is_multi_bleus_definition_on_a_case_computed_by_hand():
+    """Raw 'Ein Mann, der läuft.' against 'Ein Mann, der schnell läuft.': lowercased, normalised and tokenised to 6
+    and 7 tokens; precisions 6/6, 4/5, 2/4, 1/3; c < r, so BP = exp(1 - 7/6)."""
+    from aiayn.eval.bleu import lc_tok, lc_tok_bleu
+
+    hyp, ref = "Ein Mann, der läuft.", "Ein Mann, der schnell läuft."
+    assert lc_tok([hyp, ref], "de") == ["ein mann , der läuft .", "ein mann , der schnell läuft ."]
+    expected = 100 * math.exp(1 - 7 / 6) * math.exp(sum(math.log(p) for p in (1, 4 / 5, 2 / 4, 1 / 3)) / 4)
+    score, signature = lc_tok_bleu([hyp], [ref], "de")
+    assert score == pytest.approx(expected, abs=1e-9) and "tok:none" in signature and "smooth:none" in signature
+    # Already in that form (a model trained on data.form=lc.norm.tok): scored as given, the same number.
+    assert lc_tok_bleu(["ein mann , der läuft ."], ["ein mann , der schnell läuft ."], "de", tokenized=True)[0] == score
+    # No smoothing, as multi-bleu.perl: an order without a match gives 0 (sacreBLEU's default 'exp' would not).
+    assert lc_tok_bleu(["ein mann läuft"], ["ein mann läuft nicht"], "de")[0] == 0.0
+    assert lc_tok(['Er sagt: "Hallo" & geht.'], "de") == ["er sagt : &quot; hallo &quot; &amp; geht ."]  # escaped
+
+
+def test_lc_tok_gives_the_published_tokenised_test_set_line_for_line():
+    from pathlib import Path
+
+    from aiayn.eval.bleu import lc_tok
+
+    shared = Path(__file__).resolve().parents[3] / "shared" / "data"
+    if not (shared / "multi30k-tok").is_dir() or not (shared / "multi30k").is_dir():
+        pytest.skip(f"no Multi30k files under {shared}")
+    for lang in ("en", "de"):
+        raw = (shared / "multi30k" / f"test_2016_flickr.{lang}").read_text(encoding="utf-8").splitlines()
+        tok = (shared / "multi30k-tok" / f"test_2016_flickr.lc.norm.tok.{lang}").read_text(encoding="utf-8")
+        assert lc_tok(raw, lang) == tok.splitlines()

@@ -97,6 +97,8 @@ def test_evaluate_scores_table3_on_the_last_checkpoint_and_table2_on_the_average
         "bleu",
         "sacrebleu_signature",
         "bleu_paper",
+        "bleu_lc_tok",
+        "bleu_lc_tok_signature",
         "chrf",
         "set",
         "checkpoints_averaged",
@@ -162,7 +164,7 @@ def test_aggregate_writes_table3_with_seed_counts(workspace: Path) -> None:
     metrics = json.loads((workspace / "results" / "metrics.json").read_text())  # for `dvc exp show`: headlines
     assert set(metrics["table3"]["base"]) == {"dev_bleu", "dev_bleu_ci95", "dev_runaways"}  # base has no verdict
     assert metrics["table3"]["base"]["dev_bleu"] == pytest.approx(float(rows[0]["bleu_mean"]))
-    assert set(metrics["table2"]["base"]) == {"test_bleu", "test_bleu_tok"}
+    assert set(metrics["table2"]["base"]) == {"test_bleu", "test_bleu_tok", "test_bleu_lc_tok"}
 
 
 def test_multi30k_from_a_local_folder_end_to_end(shared_dir: Path, tmp_path: Path) -> None:

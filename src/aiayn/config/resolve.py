@@ -118,6 +118,8 @@ def validate(cfg: DictConfig) -> None:
         raise ConfigError(
             f"data.max_words={cfg.data.max_words} must be >= 4 (the synthetic corpus's shortest sentence)"
         )
+    if cfg.data.form != "raw" and cfg.data.name != "multi30k":
+        raise ConfigError(f"data.form={cfg.data.form}: only data=multi30k is published in that form; use data.form=raw")
 
 
 def prepare(cfg: DictConfig) -> DictConfig:

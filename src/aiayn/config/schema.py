@@ -74,6 +74,9 @@ class DataConfig:
     test_size: int = mark(1000, at_least=1)
     lexicon_scale: float = mark(1.0, positive=True)  # synthetic lexicon size; 1.0 is about 3000 lemmas
     max_words: int = 40  # synthetic: longest sentence (words, either side); the shortest is 4
+    # multi30k: which published files, the raw captions or the literature's lowercased, punctuation-normalised and
+    # Moses-tokenised ones (data/task1/tok/*.lc.norm.tok.*), which its BLEU is scored on
+    form: str = choice("raw", "lc.norm.tok")
     # local: a folder of parallel files {prefix}.{lang}
     path: Optional[str] = None
     train_prefix: str = "train"

@@ -85,7 +85,7 @@ def fetch(cfg: DictConfig) -> dict[str, Any]:
         )
         cache = Path(d.cache_dir).expanduser()
         if d.name == "multi30k":
-            return prepare_multi30k(out, cache, **remote)
+            return prepare_multi30k(out, cache, form=d.form, **remote)
         return prepare_wmt14(d.name, out, cache, **remote)
     raise ValueError(f"data.name={d.name!r} is not one of {', '.join(DATA_SOURCES)}")
 

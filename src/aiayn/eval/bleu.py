@@ -6,7 +6,7 @@ import re
 from collections.abc import Sequence
 
 from sacrebleu.metrics import BLEU, CHRF
-from sacremoses import MosesTokenizer
+from sacremoses import MosesPunctNormalizer, MosesTokenizer
 
 # tensor2tensor's get_ende_bleu.sh: perl -ple 's{(\S)-(\S)}{$1 ##AT##-##AT## $2}g' (non-overlapping, as in perl).
 _COMPOUND_HYPHEN = re.compile(r"(\S)-(\S)")
@@ -48,6 +48,33 @@ def paper_bleu(hyps: Sequence[str], refs: Sequence[str], lang: str) -> float:
     check_parallel(hyps, refs)
     metric = BLEU(tokenize="none", force=True)
     return metric.corpus_score(paper_tokenize(hyps, lang), [paper_tokenize(refs, lang)]).score
+
+
+def lc_tok(lines: Sequence[str], lang: str) -> list[str]:
+    """Lines as the Multi30k literature scores them: the pipeline of its data/task1/tok files
+    (scripts/task1-tokenize.sh: Moses lowercase.perl, normalize-punctuation.perl -l LANG, tokenizer.perl -l LANG,
+    which escapes & " ' < > | [ ]), in sacremoses' ports. On test_2016_flickr and val.en it gives the published files
+    line for line."""
+    normalizer, tokenizer = MosesPunctNormalizer(lang=lang), MosesTokenizer(lang=lang)
+    return [
+        tokenizer.tokenize(normalizer.normalize(line.lower()), escape=True, return_str=True).strip() for line in lines
+    ]
+
+
+LC_TOK_BLEU = BLEU(tokenize="none", smooth_method="none", force=True)  # multi-bleu.perl: tokens as given, no smoothing
+
+
+def lc_tok_bleu(hyps: Sequence[str], refs: Sequence[str], lang: str, tokenized: bool = False) -> tuple[float, str]:
+    """The Multi30k literature's BLEU, multi-bleu.perl's definition: corpus BLEU over whitespace tokens of lowercased,
+    punctuation-normalised, Moses-tokenised text (`lc_tok`), n-grams up to 4, uniform weights, the brevity penalty
+    exp(1 - r/c) when c < r, no smoothing (0 when some order has no match); with its sacreBLEU signature (tok:none).
+    `tokenized`: the lines are already in that form (a model trained on data.form=lc.norm.tok), scored as they are.
+    """
+    check_parallel(hyps, refs)
+    if not tokenized:
+        hyps, refs = lc_tok(hyps, lang), lc_tok(refs, lang)
+    score = LC_TOK_BLEU.corpus_score(list(hyps), [list(refs)])
+    return score.score, str(LC_TOK_BLEU.get_signature())
 
 
 def chrf(hyps: Sequence[str], refs: Sequence[str]) -> float:

@@ -147,7 +147,12 @@ def _evaluate_split(
     atomic_write_text(spec.eval_dir / runspec.hyps_file(split), "".join(h + "\n" for h in hyps))
     # The bootstrap interval is Table 2's (a test set, one system); Table 3 compares rows over seeds.
     scores = score_translations(
-        hyps, refs, tgt_lang=cfg.data.tgt_lang, bootstrap=cfg.decode.bootstrap if split == "test" else 0, seed=cfg.seed
+        hyps,
+        refs,
+        tgt_lang=cfg.data.tgt_lang,
+        bootstrap=cfg.decode.bootstrap if split == "test" else 0,
+        seed=cfg.seed,
+        tokenized=cfg.data.form == "lc.norm.tok",
     )
     _log_samples(wandb_run, sources, refs, hyps, cfg.decode.samples, split)
     return {

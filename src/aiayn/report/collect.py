@@ -22,7 +22,7 @@ from aiayn.runspec import RunSpec
 # averaged weights (Table 2's), for the rows Table 2 shows.
 EVAL_NUMBERS = {
     "dev": ("bleu", "bleu_paper", "ppl", "checkpoints_averaged"),
-    "test": ("bleu", "bleu_paper", "checkpoints_averaged"),
+    "test": ("bleu", "bleu_paper", "bleu_lc_tok", "checkpoints_averaged"),
 }
 TRAIN_NUMBERS = ("params", "vocab_size", "wall_time_s")
 

@@ -10,16 +10,20 @@ from pathlib import Path
 from aiayn import runspec
 from aiayn.data.clean import CleanOptions, CorpusError, clean_parallel, iter_parallel
 from aiayn.data.download import RetryPolicy
-from aiayn.data.sources.catalog import MULTI30K, TextPairSpec, TextSplit
+from aiayn.data.sources.catalog import MULTI30K, MULTI30K_TOK, TextPairSpec, TextSplit
 from aiayn.data.sources.remote import Fetcher, TestSetError, open_source, write_stats
+
+# data.form: the published files a form is read from (the raw captions, or the literature's lowercased, tokenised
+# ones)
+FORMS = {"raw": MULTI30K, "lc.norm.tok": MULTI30K_TOK}
 
 
 def _split_files(fetcher: Fetcher, split: TextSplit, langs: tuple[str, str]) -> list[Path]:
     """The gunzipped source and target files of `split` (fetched, verified and extracted into the cache)."""
     paths = []
     for lang in langs:
-        archive = split.archive(lang)
-        paths += fetcher.members(archive.filename, [archive.filename.removesuffix(".gz")])
+        name = split.archive(lang).filename
+        paths += fetcher.members(name, [name.removesuffix(".gz")]) if name.endswith(".gz") else [fetcher.file(name)]
     return paths
 
 
@@ -74,6 +78,7 @@ def prepare_multi30k(
     *,
     src_lang: str | None = None,
     tgt_lang: str | None = None,
+    form: str = "raw",
     spec: TextPairSpec | None = None,
     policy: RetryPolicy = RetryPolicy(),
 ) -> dict:
@@ -82,9 +87,12 @@ def prepare_multi30k(
     Train (29000 pairs) is cleaned like every training corpus (CleanOptions); valid (val, 1014 lines) and test
     (test_2016_flickr, 1000 lines) keep every line. Direction defaults to English -> German. Each file is fetched
     into `cache_dir` (or read from a `mirror` folder, or downloaded from a `mirror` URL) and checked against its
-    pinned sha256. `spec` replaces the catalog entry (tests, private mirrors).
+    pinned sha256. `form` picks the published files (FORMS: "raw", or "lc.norm.tok", the literature's lowercased,
+    punctuation-normalised, Moses-tokenised ones); `spec` replaces the catalog entry (tests, private mirrors).
     """
-    spec = spec or MULTI30K
+    if form not in FORMS:
+        raise ValueError(f"data.form={form!r}: Multi30k is published as {' or '.join(FORMS)}")
+    spec = spec or FORMS[form]
     fetcher, langs = open_source(
         spec, out_dir, cache_dir, mirror, progress, policy, src_lang, tgt_lang, max_train_pairs
     )

@@ -36,6 +36,23 @@ class Fetcher:
         self.progress, self.policy = progress, policy
         self.used: dict[str, str] = {}
 
+    def file(self, filename: str) -> Path:
+        """The local path of plain file `filename` (no archive), downloaded or read from the mirror and verified."""
+        archive = self.spec.archive(filename)
+        path = fetch(
+            archive.filename,
+            archive.url,
+            self.cache_dir,
+            self.mirror,
+            archive.sha256,
+            archive.md5,
+            progress=self.progress,
+            policy=self.policy,
+            legacy_filename=archive.legacy_filename,
+        )
+        self.used[filename] = archive.url if self.mirror is None else f"{self.mirror} (mirror of {archive.url})"
+        return path
+
     def members(self, filename: str, names: list[str]) -> list[Path]:
         """Local paths of `names` inside archive `filename`, downloading and extracting as needed (the one member
         of a single-file .gz is its name without .gz)."""
