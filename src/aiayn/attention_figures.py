@@ -187,9 +187,9 @@ def dev_figures(
     runs: Sequence[RunSpec], sources: Sequence[str], references: Sequence[str], bpe_dir: Path, out_dir: Path
 ) -> list[Path]:
     """For each finished run (a run not finished yet is passed over), the last layer's figures of the dev sentences
-    `pick_sentences` chooses, named `{run}-dev{line}` (base-s1-dev44), from the run's last checkpoint (dev's
-    weights, which decoded the evaluate stage's dev hypotheses). Afterwards `out_dir` holds these PNGs
-    and no others."""
+    `pick_sentences` chooses, named `{run}-dev{line}` (base-s1-dev44), from dev's weights, which decoded the
+    evaluate stage's dev hypotheses (the last checkpoint, or the average of the last row.dev_average_last: the tiny
+    scale's 5). Afterwards `out_dir` holds these PNGs and no others."""
     import torch
 
     from aiayn.eval.trained import finished_run, open_run
@@ -201,11 +201,12 @@ def dev_figures(
     try:
         for spec in runs:
             try:
-                finished_run(spec.run_dir)
+                recorded = finished_run(spec.run_dir)
             except (FileNotFoundError, ValueError) as err:
                 log.warning("no attention figures of %s: %s", spec.shown(spec.run_dir), err)
                 continue
-            run = open_run(spec.run_dir, average=1, bpe_dir=bpe_dir)
+            dev_average = max(1, int(recorded.row.get("dev_average_last") or 0))  # absent from older runs' records
+            run = open_run(spec.run_dir, average=dev_average, bpe_dir=bpe_dir)
             for index, feature in picked:
                 looked = look(run, sources[index])
                 label = f"{spec.name()}, dev line {index + 1} ({feature})"

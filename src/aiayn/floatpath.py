@@ -25,8 +25,23 @@ log = logging.getLogger(__name__)
 ISAS = {"avx2": ("AVX2", "AVX2"), "avx512": ("AVX512", "AVX512")}
 
 
+def supported(cpu_isa: str) -> bool:
+    """Whether this CPU has `cpu_isa`'s instructions (read from its flags, without fixing PyTorch's kernels):
+    PyTorch takes ATEN_CPU_CAPABILITY at its word, and a kernel the CPU lacks would stop the process."""
+    import torch
+
+    return {"avx2": torch.cpu._is_avx2_supported, "avx512": torch.cpu._is_avx512_supported}[cpu_isa]()
+
+
 class FloatPathError(RuntimeError):
     """The float path could not be pinned as the config asks."""
+
+
+def full_precision(precision: str) -> bool:
+    """Whether a Lightning precision computes in float32 or float64, the arithmetic a pin of the kernels is for:
+    PyTorch's bf16 attention on an AVX-512 CPU refuses AVX2 dispatch ("pack_vnni2 is only supported when avx512 is
+    supported"), so half precision keeps the machine's kernels."""
+    return str(precision).startswith(("32", "64"))
 
 
 def pin(threads: int | None, cpu_isa: str | None) -> None:
@@ -36,10 +51,10 @@ def pin(threads: int | None, cpu_isa: str | None) -> None:
     if cpu_isa is not None:
         if cpu_isa not in ISAS:
             raise FloatPathError(f"trainer.cpu_isa={cpu_isa!r}: expected one of {sorted(ISAS)} or null")
-        if platform.machine().lower() not in ("x86_64", "amd64"):
+        if platform.machine().lower() not in ("x86_64", "amd64") or not supported(cpu_isa):
             log.warning(
-                "trainer.cpu_isa=%s applies to x86-64 only; this %s machine computes its own way, so its numbers "
-                "will differ from an x86-64 machine's in the last digits",
+                "trainer.cpu_isa=%s: this %s CPU lacks those instructions and computes with its own kernels, so its "
+                "numbers will differ from a pinned run's in the last digits (train.json's float_path says which ran)",
                 cpu_isa,
                 platform.machine(),
             )
@@ -50,9 +65,9 @@ def pin(threads: int | None, cpu_isa: str | None) -> None:
             got = torch.backends.cpu.get_cpu_capability()  # fixed by the first kernel PyTorch dispatched
             if got != aten:
                 log.warning(
-                    "trainer.cpu_isa=%s: PyTorch computes with %s kernels (the machine lacks %s, or a tensor "
-                    "operation ran in this process before the stage could pin them): its numbers will differ from a "
-                    "pinned run's in the last digits (train.json's float_path says which path ran)",
+                    "trainer.cpu_isa=%s: PyTorch computes with %s kernels, not %s (a tensor operation ran in this "
+                    "process before the stage could pin them): its numbers will differ from a pinned run's in the "
+                    "last digits (train.json's float_path says which path ran)",
                     cpu_isa,
                     got,
                     aten,

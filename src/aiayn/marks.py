@@ -51,7 +51,8 @@ def observed(default: Any, **bounds: Any) -> Any:
 
 def averaging(default: Any, **bounds: Any) -> Any:
     """How a run is checkpointed: it changes no weight, but which weights a row that averages its last checkpoints
-    (row.average_last > 1, Table 2) averages, so it is part of such a row's run and of no other's."""
+    (row.average_last > 1, Table 2; row.dev_average_last > 1, Table 3 at the tiny scale) averages, so it is part of
+    such a row's run and of no other's."""
     return mark(default, **bounds, averaging=True)
 
 

@@ -118,9 +118,9 @@ def test_missing_row_file_is_refused() -> None:
         ("model.dropout=1.5", "model.dropout"),
         ("train.label_smoothing=-0.1", "train.label_smoothing"),
         ("train.keep_last=2", "train.keep_last"),
-        ("row=C1 train.keep_last=3", "row.dev_average_last=5"),
+        ("row=C1 train.keep_last=3", "row.dev_average_last=5"),  # C1 at tiny keeps too few for its dev average
         ("trainer.threads=0", "trainer.threads"),
-        ("trainer.cpu_isa=sse4", "trainer.cpu_isa"),  # C1 at tiny keeps too few for its dev average
+        ("trainer.cpu_isa=sse4", "trainer.cpu_isa"),
         ("train.keep_last=-1", "train.keep_last"),
         ("train.max_steps=601", "train.ckpt_every_steps"),
         ("train.ckpt_every_minutes=5", "train.ckpt_every_minutes"),  # beside the scale's step cadence: one only

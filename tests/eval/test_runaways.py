@@ -74,11 +74,12 @@ def test_a_model_that_never_stops_is_found_at_its_limit_and_one_that_stops_is_no
     outputs = search(
         model, tokenizer, sentences, strategy=strategy, beam_size=2, alpha=0.6, max_len_b=max_len_b, device="cpu"
     )
-    limits = output_limits(source_ids(tokenizer, sentences, 64), max_len_b, 64)
+    limits = output_limits([len(ids) for ids in tokenizer.encode(sentences)], max_len_b, 64)
+    assert limits == output_limits([len(ids) - 1 for ids in source_ids(tokenizer, sentences, 64)], max_len_b, 64)
     assert limits == [2 + 7, 2 + 7, 3 + 7]  # input tokens with EOS, plus max_len_b
     assert at_length_limit(outputs, limits) == [True, False, True]
     got = runaway_summary(tokenizer.decode(outputs), ["a", "b", "a b"], at_length_limit(outputs, limits))
     assert got["count"] == 2 and got["lines"] == [1, 3] and got["repeating"] == 2
     # The decoder's positions cap the limit below input + max_len_b.
-    assert output_limits([[4, EOS], []], 50, 16) == [15, 0]
+    assert output_limits([1, 0, 40], 50, 16) == [15, 0, 15]  # a truncated source gets the same cap
     assert at_length_limit([[], [4] * 15], [0, 15]) == [False, True]  # an empty source is never a runaway

@@ -104,6 +104,18 @@ def test_repro_writes_table3_with_every_row_and_seed(repo: Path) -> None:
     assert (repo / "results" / "table3.md").exists()
 
 
+def test_dvc_repro_trains_and_evaluates_on_the_pinned_float_path(repo: Path) -> None:
+    """trainer=cpu pins one thread and AVX2 kernels (aiayn.floatpath) in the seeds the parallel launcher forks, before
+    their first tensor operation: train.json and eval.json say so (on a CPU with AVX2), and no pin came too late."""
+    cpuinfo = Path("/proc/cpuinfo")
+    if not (cpuinfo.exists() and "avx2" in cpuinfo.read_text()):
+        pytest.skip("needs an x86-64 CPU with AVX2")
+    for seed in (1, 2):
+        train = json.loads((repo / "runs" / "base" / f"seed{seed}" / "train.json").read_text())
+        evaluated = json.loads((repo / "evals" / "base" / f"seed{seed}" / "eval.json").read_text())
+        assert train["float_path"] == evaluated["float_path"] == "AVX2 kernels, MKL_CBWR=AVX2, 1 thread"
+
+
 def test_every_output_file_is_stored_once(repo: Path) -> None:
     # DVC links its cache into the workspace (.dvc/config's cache.type), directory outputs such as runs/base too:
     # each file of an out shares its inode with the cache, so the checkpoints are on disk once, not twice.

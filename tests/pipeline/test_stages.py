@@ -112,7 +112,8 @@ def test_evaluate_scores_table3_on_the_last_checkpoint_and_table2_on_the_average
     hyps = (run / "hyps.valid.txt").read_text(encoding="utf-8").splitlines()
     runaways = scores["dev"]["runaways"]
     assert runaways["repeating"] == sum(map(repeats, hyps))
-    assert all(repeats(hyps[n - 1]) or n in runaways["lines"] for n in runaways["lines"])
+    repeating, named = [n for n, line in enumerate(hyps, 1) if repeats(line)], runaways["lines"]
+    assert all(n in named for n in repeating if runaways["count"] <= 20 or n <= named[-1])  # the first 20 named
     assert runaways["count"] == len(runaways["lines"]) or len(runaways["lines"]) == 20
     assert scores["float_path"].endswith(", 1 thread")  # the cpu trainer's one thread
     assert scores["dev"]["ppl"] > 1 and "ppl" not in scores["test"]

@@ -134,8 +134,9 @@ class TrainConfig:
     # With a step cadence, only the last keep_last are ever written.
     snapshot_every_steps: int = averaging(0, at_least=0, note=" (0: at the checkpoint cadence)")
     # Weights-only snapshots kept for averaging, written at the checkpoint cadence beside the full last.ckpt
-    # that resumes; null: as many as the row averages (row.average_last; none when it averages nothing).
-    keep_last: Optional[int] = averaging(None, at_least=0, note=" (null: the row's average_last)")
+    # that resumes; null: as many as the row's evaluations average (the larger of row.average_last and
+    # row.dev_average_last; none when they average nothing).
+    keep_last: Optional[int] = averaging(None, at_least=0, note=" (null: what the row's evaluations average)")
     compile: bool = observed(False)  # torch.compile the model (GPU runs): the same function, faster
     # 0 = off; K: the output projection and the loss K target tokens at a time, the whole (N, V) logits never in
     # memory (aiayn.train.chunked_loss): the same function within float rounding, for large vocabularies and batches

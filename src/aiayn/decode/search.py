@@ -78,11 +78,12 @@ def source_ids(tokenizer: Tokenizer, sentences: list[str], max_positions: int) -
     return out
 
 
-def output_limits(source: Sequence[Sequence[int]], max_len_b: int, max_positions: int) -> list[int]:
-    """The most output tokens (EOS not counted) `search` allows each of `source` (`source_ids`' output): input length +
-    max_len_b, at most what the decoder's positions hold (aiayn.decode.step.max_output_lengths; 0 for an empty
-    sentence, which is not searched)."""
-    return [min(len(seq) + max_len_b, max_positions - 1) if seq else 0 for seq in source]
+def output_limits(lengths: Sequence[int], max_len_b: int, max_positions: int) -> list[int]:
+    """The most output tokens (EOS not counted) `search` allows sources of these subword lengths (without EOS):
+    input length with its EOS + max_len_b, at most what the decoder's positions hold
+    (aiayn.decode.step.max_output_lengths; a source truncated by `source_ids` gets the same cap); 0 for an empty
+    sentence, which is not searched."""
+    return [min(n + 1 + max_len_b, max_positions - 1) if n else 0 for n in lengths]
 
 
 def pad_batch(sequences: Sequence[Sequence[int]], pad_id: int, device: torch.device | str) -> Tensor:

@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 from aiayn import floatpath, runspec, tracking
 from aiayn.data.batching import eval_batches
 from aiayn.data.tokenizer import Tokenizer
-from aiayn.decode.search import autocast, output_limits, source_ids
+from aiayn.decode.search import autocast, output_limits
 from aiayn.eval.bleu import sacre_bleu
 from aiayn.eval.evaluate import score_translations
 from aiayn.eval.perplexity import dev_perplexity
@@ -49,9 +49,8 @@ def decode_split(
     outputs = search_with(cfg, model, tokenizer, sources, device, f"decode {split}")
     hyps = tokenizer.decode(outputs)
     speed = len(sources) / max(time.perf_counter() - start, 1e-9)
-    limits = output_limits(
-        source_ids(tokenizer, sources, model.cfg.max_positions), cfg.decode.max_len_b, model.cfg.max_positions
-    )
+    lengths = [len(ids) for ids in tokenizer.encode(sources)]
+    limits = output_limits(lengths, cfg.decode.max_len_b, model.cfg.max_positions)
     return hyps, refs, speed, sources, at_length_limit(outputs, limits)
 
 
@@ -73,9 +72,7 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     hypotheses. A section whose checkpoints are the same as the one before reuses its model."""
     tracking.refuse_secrets(cfg)
     if cfg.trainer.accelerator == "cpu":
-        # Half-precision decoding keeps the machine's kernels: PyTorch's bf16 attention on an AVX-512 CPU refuses
-        # AVX2 dispatch ("pack_vnni2 is only supported when avx512 is supported").
-        full = decode_precision(cfg).startswith(("32", "64"))
+        full = floatpath.full_precision(decode_precision(cfg))  # half precision keeps the machine's kernels
         floatpath.pin(cfg.trainer.threads, cfg.trainer.cpu_isa if full else None)
     spec, bpe_dir = RunSpec.of(cfg), Path(cfg.paths.bpe)
     spec.eval_dir.mkdir(parents=True, exist_ok=True)

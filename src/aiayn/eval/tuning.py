@@ -54,7 +54,9 @@ def tune_setting(cfg: DictConfig) -> dict[str, Any]:
     model, paths = load_model(spec.checkpoints, cfg.row.average_last, device)
     tokenizer = run_tokenizer(Path(cfg.paths.bpe), paths[-1])
     hyps, refs, speed, _, _ = decode_split(cfg, model, tokenizer, "valid", device)
-    scores = score_translations(hyps, refs, tgt_lang=cfg.data.tgt_lang, bootstrap=0)
+    scores = score_translations(
+        hyps, refs, tgt_lang=cfg.data.tgt_lang, bootstrap=0, tokenized=cfg.data.form == "lc.norm.tok"
+    )
     result = {
         "beam_size": cfg.decode.beam_size,
         "length_penalty": cfg.decode.length_penalty,

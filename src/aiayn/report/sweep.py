@@ -137,7 +137,8 @@ def write_sweep(lines: Sequence[dict[str, Any]], keys: Sequence[str], out_dir: P
         "scale's and row's own value. dev BLEU (sacreBLEU) is the mean ± half-width of a 95% Student-t "
         "interval over seeds, dev PPL the geometric mean with its 95% interval (averaged on log PPL); Δ and the "
         "PPL ratio are paired by seed against the row's own runs when they were evaluated, else against the "
-        "row's first override set (column 'Δ against'). Every row from its last checkpoint, as Table 3.\n"
+        "row's first override set (column 'Δ against'). Every row's dev numbers are Table 3's: its last "
+        "checkpoint, or the average of its last row.dev_average_last (the tiny scale's 5).\n"
     )
     out_dir = Path(out_dir)
     return [

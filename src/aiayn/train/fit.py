@@ -79,7 +79,8 @@ def train(cfg: DictConfig) -> dict[str, Any]:
 def _train(cfg: DictConfig, spec: RunSpec) -> dict[str, Any]:
     run_dir, bpe_dir, ckpt_dir = spec.run_dir, Path(cfg.paths.bpe), spec.checkpoints
     if cfg.trainer.accelerator == "cpu":
-        floatpath.pin(cfg.trainer.threads, cfg.trainer.cpu_isa)
+        full = floatpath.full_precision(cfg.trainer.precision)
+        floatpath.pin(cfg.trainer.threads, cfg.trainer.cpu_isa if full else None)
     atomic_write_text(run_dir / runspec.CONFIG, OmegaConf.to_yaml(tracking.scrub(OmegaConf.to_container(cfg))))
     L.seed_everything(cfg.seed, workers=True)
     tokenizer = Tokenizer(bpe_dir / runspec.TOKENIZER)
