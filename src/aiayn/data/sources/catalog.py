@@ -212,14 +212,23 @@ class TextPairSpec:
         raise KeyError(f"{self.name}: no file {filename!r} in the catalog")
 
 
-_MULTI30K = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw"
+_MULTI30K = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1"
 
 
-def _multi30k_split(name: str, lines: int, description: str, **sha256: str) -> TextSplit:
-    """One Multi30k task-1 split, `{name}.{lang}.gz`, cached and mirrored as `multi30k-{name}.{lang}.gz` (the
-    server's folder, "raw", would not tell it from another corpus's train.en.gz)."""
+def _multi30k_split(name: str, lines: int, description: str, form: str = "raw", **sha256: str) -> TextSplit:
+    """One Multi30k task-1 split: `raw/{name}.{lang}.gz`, or with form "tok" the plain text
+    `tok/{name}.lc.norm.tok.{lang}`; cached and mirrored under its file name prefixed with `multi30k-` (the server's
+    folder would not tell it from another corpus's train.en.gz)."""
+    file = "{name}.{lang}.gz" if form == "raw" else "{name}.lc.norm.tok.{lang}"
     files = tuple(
-        (lang, Archive(f"{_MULTI30K}/{name}.{lang}.gz", sha256=digest, name=f"multi30k-{name}.{lang}.gz"))
+        (
+            lang,
+            Archive(
+                f"{_MULTI30K}/{form}/{file.format(name=name, lang=lang)}",
+                sha256=digest,
+                name="multi30k-" + file.format(name=name, lang=lang),
+            ),
+        )
         for lang, digest in sha256.items()
     )
     return TextSplit(name, files, lines, description)
@@ -252,24 +261,6 @@ MULTI30K = TextPairSpec(
     ),
 )
 
-_MULTI30K_TOK = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/tok"
-
-
-def _multi30k_tok_split(name: str, lines: int, description: str, **sha256: str) -> TextSplit:
-    """One split of Multi30k's lowercased, punctuation-normalised, Moses-tokenised form, `{name}.lc.norm.tok.{lang}`
-    (plain text, not gzipped), cached and mirrored as `multi30k-{name}.lc.norm.tok.{lang}`."""
-    files = tuple(
-        (
-            lang,
-            Archive(
-                f"{_MULTI30K_TOK}/{name}.lc.norm.tok.{lang}", sha256=digest, name=f"multi30k-{name}.lc.norm.tok.{lang}"
-            ),
-        )
-        for lang, digest in sha256.items()
-    )
-    return TextSplit(name, files, lines, description)
-
-
 # The same sets as the Multi30k literature scores them (data.form=lc.norm.tok): the repository's data/task1/tok files
 # (scripts/task1-tokenize.sh: Moses lowercase.perl | normalize-punctuation.perl -l LANG | tokenizer.perl -l LANG),
 # sha256 of the bytes at commit a3d2e0d26b56f3846f66a952536ffed4e401d05a. Their val.de holds 62 lines that differ
@@ -277,24 +268,27 @@ def _multi30k_tok_split(name: str, lines: int, description: str, **sha256: str) 
 MULTI30K_TOK = TextPairSpec(
     name="multi30k",
     langs=("en", "de"),
-    train=_multi30k_tok_split(
+    train=_multi30k_split(
         "train",
         29000,
         "Multi30k task 1 train, lowercased and tokenised, 29000 pairs",
+        "tok",
         en="08925f8e0572bcd5a006702fc5fe20e2d77c6917d4eebd576fc20de6693c2119",
         de="cb5a23529b65ec2061f1dc446192a9c37382b63cc75f81a0be59d34894b3a505",
     ),
-    valid=_multi30k_tok_split(
+    valid=_multi30k_split(
         "val",
         1014,
         "Multi30k task 1 val, lowercased and tokenised, 1014 lines",
+        "tok",
         en="46573ce391ae227f1c72f873392436a20ef18e0a6d518098cfbd70b77c8572ec",
         de="97232bd273eceb7207f689527386a97e4be2616b18ada47576bdaf96c8ae1f00",
     ),
-    test=_multi30k_tok_split(
+    test=_multi30k_split(
         "test_2016_flickr",
         1000,
         "Multi30k task 1 test_2016_flickr, lowercased and tokenised, 1000 lines",
+        "tok",
         en="5b7f32627cf99eced828311b955dae9800bb52bc8b91cf8b6526829e605b29d2",
         de="c6a33d39d48f9f510de147651316cd9d918e09ad0219df734a2f16b6baccacc4",
     ),

@@ -13,9 +13,9 @@ from aiayn.data.download import RetryPolicy
 from aiayn.data.sources.catalog import MULTI30K, MULTI30K_TOK, TextPairSpec, TextSplit
 from aiayn.data.sources.remote import Fetcher, TestSetError, open_source, write_stats
 
-# data.form: the published files a form is read from (the raw captions, or the literature's lowercased, tokenised
-# ones)
-FORMS = {"raw": MULTI30K, "lc.norm.tok": MULTI30K_TOK}
+# data.form: which published files (the raw captions: MULTI30K, or the literature's lowercased, tokenised ones:
+# MULTI30K_TOK)
+FORMS = ("raw", "lc.norm.tok")
 
 
 def _split_files(fetcher: Fetcher, split: TextSplit, langs: tuple[str, str]) -> list[Path]:
@@ -92,7 +92,7 @@ def prepare_multi30k(
     """
     if form not in FORMS:
         raise ValueError(f"data.form={form!r}: Multi30k is published as {' or '.join(FORMS)}")
-    spec = spec or FORMS[form]
+    spec = spec or (MULTI30K if form == "raw" else MULTI30K_TOK)
     fetcher, langs = open_source(
         spec, out_dir, cache_dir, mirror, progress, policy, src_lang, tgt_lang, max_train_pairs
     )

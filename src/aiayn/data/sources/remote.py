@@ -37,7 +37,8 @@ class Fetcher:
         self.used: dict[str, str] = {}
 
     def file(self, filename: str) -> Path:
-        """The local path of plain file `filename` (no archive), downloaded or read from the mirror and verified."""
+        """The local path of catalog file `filename` (an archive, or a plain text file), downloaded or read from the
+        mirror and verified."""
         archive = self.spec.archive(filename)
         path = fetch(
             archive.filename,
@@ -56,20 +57,7 @@ class Fetcher:
     def members(self, filename: str, names: list[str]) -> list[Path]:
         """Local paths of `names` inside archive `filename`, downloading and extracting as needed (the one member
         of a single-file .gz is its name without .gz)."""
-        archive = self.spec.archive(filename)
-        path = fetch(
-            archive.filename,
-            archive.url,
-            self.cache_dir,
-            self.mirror,
-            archive.sha256,
-            archive.md5,
-            progress=self.progress,
-            policy=self.policy,
-            legacy_filename=archive.legacy_filename,
-        )
-        self.used[filename] = archive.url if self.mirror is None else f"{self.mirror} (mirror of {archive.url})"
-        extracted = extract(path, self.cache_dir / "extracted" / filename, names, self.progress)
+        extracted = extract(self.file(filename), self.cache_dir / "extracted" / filename, names, self.progress)
         return [extracted[name] for name in names]
 
 
