@@ -85,7 +85,10 @@ COUPLED = {
     ("train", "ckpt_every_minutes"): {("train", "ckpt_every_steps")},  # one cadence (the patch turns steps off)
 }
 # What a patch of a key needs beside it to run (TrainConfig's checks of values together)
-RUNS_WITH = {("train", "ckpt_every_minutes"): "  ckpt_every_steps: 0\n"}
+RUNS_WITH = {
+    ("train", "ckpt_every_minutes"): "  ckpt_every_steps: 0\n",
+    ("train", "keep_last"): "dev_average_last: 3\n",  # the tiny scale's dev evaluation averages 5 otherwise
+}
 
 
 def flat(cfg) -> dict[tuple[str, str], object]:

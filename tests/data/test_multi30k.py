@@ -263,7 +263,7 @@ def test_the_literatures_tokenised_form_is_fetched_verified_and_kept_line_for_li
     base = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/tok/"
     assert all(a.url == base + a.filename.removeprefix("multi30k-") for a in MULTI30K_TOK.archives)
     cfg = compose(
-        ["data=multi30k", "data.form=lc.norm.tok", f"paths.raw={tmp_path / 'raw'}", f"data.mirror={mirror}"]
+        ["data=multi30k_tok", f"paths.raw={tmp_path / 'raw'}", f"data.mirror={mirror}"]
         + [f"data.cache_dir={tmp_path / 'cache'}"]
     )
     stats = fetch_stage()(cfg)
