@@ -67,7 +67,7 @@ def test_a_pinned_run_is_the_same_on_an_avx2_machine_with_more_cores_and_unpinne
 
 
 @pytest.mark.skipif(not avx2, reason="needs an x86-64 CPU with AVX2")
-def test_a_pin_after_the_first_tensor_operation_warns_and_says_what_ran(caplog) -> None:
+def test_a_pin_after_the_first_tensor_operation_warns_and_says_what_ran() -> None:
     code = (
         "import torch, logging; logging.basicConfig(); torch.ones(3).exp(); "
         "from aiayn.floatpath import pin, described; pin(2, 'avx2'); print(described())"

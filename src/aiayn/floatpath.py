@@ -78,6 +78,15 @@ def pin(threads: int | None, cpu_isa: str | None) -> None:
         torch.set_num_threads(threads)
 
 
+def pin_stage(trainer, precision: str) -> str | None:
+    """Pin a stage's float path as its `trainer` config says (a CPU run's threads and kernels; half `precision` keeps
+    the machine's kernels, `full_precision`) and describe it for the run's record; None on an accelerator."""
+    if trainer.accelerator != "cpu":
+        return None
+    pin(trainer.threads, trainer.cpu_isa if full_precision(precision) else None)
+    return described()
+
+
 def described() -> str:
     """The float path this process computes on, for a run's record: "AVX2 kernels, MKL_CBWR=AVX2, 1 thread"."""
     import torch

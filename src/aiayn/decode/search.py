@@ -13,6 +13,7 @@ from torch import Tensor
 from aiayn.config.schema import DECODE_STRATEGIES
 from aiayn.decode.beam import beam_search
 from aiayn.decode.greedy import greedy_search
+from aiayn.decode.step import length_limits
 from aiayn.progress import Progress
 
 if TYPE_CHECKING:
@@ -81,9 +82,10 @@ def source_ids(tokenizer: Tokenizer, sentences: list[str], max_positions: int) -
 def output_limits(lengths: Sequence[int], max_len_b: int, max_positions: int) -> list[int]:
     """The most output tokens (EOS not counted) `search` allows sources of these subword lengths (without EOS):
     input length with its EOS + max_len_b, at most what the decoder's positions hold
-    (aiayn.decode.step.max_output_lengths; a source truncated by `source_ids` gets the same cap); 0 for an empty
+    (aiayn.decode.step.length_limits; a source truncated by `source_ids` gets the same cap); 0 for an empty
     sentence, which is not searched."""
-    return [min(n + 1 + max_len_b, max_positions - 1) if n else 0 for n in lengths]
+    limits = length_limits(torch.tensor([n + 1 for n in lengths], dtype=torch.long), max_len_b, max_positions - 1)
+    return [limit if n else 0 for n, limit in zip(lengths, limits.tolist())]
 
 
 def pad_batch(sequences: Sequence[Sequence[int]], pad_id: int, device: torch.device | str) -> Tensor:

@@ -23,9 +23,15 @@ def max_output_lengths(src: Tensor, pad_id: int, max_len_b: int, max_length: int
 
     The input length counts the non-pad source tokens, the source's EOS included (as tensor2tensor did).
     """
+    return length_limits((src != pad_id).sum(dim=1), max_len_b, max_length)
+
+
+def length_limits(lengths: Tensor, max_len_b: int, max_length: int | None = None) -> Tensor:
+    """`max_output_lengths` of sources with these lengths (their EOS counted): lengths + max_len_b, at most
+    `max_length`."""
     if max_len_b < 0:
         raise ValueError(f"max_len_b must be >= 0, got {max_len_b}")
-    limits = (src != pad_id).sum(dim=1) + max_len_b
+    limits = lengths + max_len_b
     return limits if max_length is None else limits.clamp(max=max_length)
 
 

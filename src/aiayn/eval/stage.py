@@ -71,9 +71,7 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     section, and a `test` section for a row in Table 2: `table2` in `row.tables`) and each decoded split's
     hypotheses. A section whose checkpoints are the same as the one before reuses its model."""
     tracking.refuse_secrets(cfg)
-    if cfg.trainer.accelerator == "cpu":
-        full = floatpath.full_precision(decode_precision(cfg))  # half precision keeps the machine's kernels
-        floatpath.pin(cfg.trainer.threads, cfg.trainer.cpu_isa if full else None)
+    float_path = floatpath.pin_stage(cfg.trainer, decode_precision(cfg))
     spec, bpe_dir = RunSpec.of(cfg), Path(cfg.paths.bpe)
     spec.eval_dir.mkdir(parents=True, exist_ok=True)
     device, tokenizer = decode_device(cfg), run_tokenizer(bpe_dir, select_last(spec.checkpoints, 1)[-1])
@@ -88,7 +86,7 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
             "length_penalty": cfg.decode.length_penalty,
             "strategy": cfg.decode.strategy,
             "precision": decode_precision(cfg),
-            "float_path": floatpath.described() if cfg.trainer.accelerator == "cpu" else None,
+            "float_path": float_path,
         }
         model: Transformer | None = None
         paths: list[Path] = []

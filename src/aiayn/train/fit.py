@@ -78,9 +78,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
 
 def _train(cfg: DictConfig, spec: RunSpec) -> dict[str, Any]:
     run_dir, bpe_dir, ckpt_dir = spec.run_dir, Path(cfg.paths.bpe), spec.checkpoints
-    if cfg.trainer.accelerator == "cpu":
-        full = floatpath.full_precision(cfg.trainer.precision)
-        floatpath.pin(cfg.trainer.threads, cfg.trainer.cpu_isa if full else None)
+    float_path = floatpath.pin_stage(cfg.trainer, cfg.trainer.precision)
     atomic_write_text(run_dir / runspec.CONFIG, OmegaConf.to_yaml(tracking.scrub(OmegaConf.to_container(cfg))))
     L.seed_everything(cfg.seed, workers=True)
     tokenizer = Tokenizer(bpe_dir / runspec.TOKENIZER)
@@ -155,7 +153,7 @@ def _train(cfg: DictConfig, spec: RunSpec) -> dict[str, Any]:
     )
     try:
         trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
-        summary = _summary(cfg, trainer, module, datamodule, progress, tokenizer, batches)
+        summary = _summary(cfg, trainer, module, datamodule, progress, tokenizer, batches) | {"float_path": float_path}
         if trainer.is_global_zero:
             atomic_write_json(summary_file, summary)
             log.info(
@@ -196,5 +194,4 @@ def _summary(cfg, trainer, module, datamodule, progress, tokenizer, batches: Bat
             "name": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
         },
         "precision": str(cfg.trainer.precision),
-        "float_path": floatpath.described() if cfg.trainer.accelerator == "cpu" else None,
     }
