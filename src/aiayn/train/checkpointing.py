@@ -56,7 +56,10 @@ class Checkpointer(Checkpoint):
         self.keep, self.val_every = train.keep_last or 0, train.val_every_steps
         self.snapshot_every = train.snapshot_every_steps or self.every_steps
         self.max_steps = train.max_steps
-        self.first_snapshot = self.max_steps - (self.keep - 1) * self.snapshot_every if self.snapshot_every else 0
+        # A run that may stop early (train.patience) cannot know its last snapshots in advance: it writes them all.
+        self.first_snapshot = (
+            self.max_steps - (self.keep - 1) * self.snapshot_every if self.snapshot_every and not train.patience else 0
+        )
         self._last_time = time.monotonic()
         self._pending: set[str] = set()
 
@@ -89,7 +92,13 @@ class Checkpointer(Checkpoint):
             self._save(trainer, due)
 
     def on_validation_end(self, trainer, pl_module) -> None:
-        if self._pending and not trainer.sanity_checking:
+        if trainer.sanity_checking:
+            return
+        if trainer.should_stop and trainer.global_step < self.max_steps:
+            # Stopped early (EarlyStopping ran before this callback): the final weights are saved whatever the cadence,
+            # last.ckpt for a rerun to see where the run ended, a snapshot for averaging.
+            self._pending |= {LAST, SNAPSHOT} if self.keep > 0 else {LAST}
+        if self._pending:
             self._save(trainer, self._pending)
             self._pending = set()
 

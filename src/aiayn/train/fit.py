@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 
 import lightning as L
 import torch
+from lightning.pytorch.callbacks import EarlyStopping
 from omegaconf import DictConfig, OmegaConf
 
 from aiayn import fingerprint, floatpath, runspec, tracking
@@ -104,8 +105,8 @@ def _train(cfg: DictConfig, spec: RunSpec) -> dict[str, Any]:
     ident = fingerprint.fingerprint(cfg, bpe_dir)
     ckpt_path = resume_checkpoint(ckpt_dir, ident, cfg.train.resume)
     summary_file = run_dir / runspec.TRAIN_SUMMARY
-    if ckpt_path is not None and summary_file.is_file() and stored_step(ckpt_path) >= cfg.train.max_steps:
-        log.info("%s: already trained to step %d; skipping (train.resume=false retrains)", run_dir, cfg.train.max_steps)
+    if ckpt_path is not None and summary_file.is_file() and _finished(read_json(summary_file), stored_step(ckpt_path), cfg):
+        log.info("%s: already trained to step %d; skipping (train.resume=false retrains)", run_dir, stored_step(ckpt_path))
         return read_json(summary_file)
     if ckpt_path is not None:
         log.info("%s: resuming from %s at step %d", run_dir, ckpt_path, stored_step(ckpt_path))
@@ -134,6 +135,7 @@ def _train(cfg: DictConfig, spec: RunSpec) -> dict[str, Any]:
         logger=loggers,
         # Checkpointer is a Lightning Checkpoint callback, so Lightning adds no checkpointing of its own.
         callbacks=[
+            *_early_stopping(cfg.train.patience),
             Checkpointer(ckpt_dir, module.train_cfg, ident),
             progress,
             curve,
@@ -172,8 +174,25 @@ def _train(cfg: DictConfig, spec: RunSpec) -> dict[str, Any]:
     return summary
 
 
+def _early_stopping(patience: int) -> list[EarlyStopping]:
+    """fairseq's --patience as Lightning's EarlyStopping: after each validation (not at epoch ends: the sampler's
+    epochs are not the run's), stop once `patience` validations in a row found no lower val/loss. Its counters are
+    saved in last.ckpt, so a resumed run keeps counting."""
+    if not patience:
+        return []
+    return [EarlyStopping(monitor="val/loss", mode="min", patience=patience, check_on_train_epoch_end=False, strict=True)]
+
+
+def _finished(summary: dict[str, Any], step: int, cfg: DictConfig) -> bool:
+    """Whether train.json says the run ended at `step`, the step of the checkpoint it would resume from: at
+    max_steps, or stopped there by train.patience."""
+    return step >= cfg.train.max_steps or (summary.get("stopped") == "patience" and summary.get("steps") == step)
+
+
 def _summary(cfg, trainer, module, datamodule, progress, tokenizer, batches: Batching) -> dict[str, Any]:
     metrics = trainer.callback_metrics
+    stop = next((c for c in trainer.callbacks if isinstance(c, EarlyStopping)), None)
+    stopped = "patience" if stop is not None and trainer.global_step < cfg.train.max_steps else "max_steps"
     if "val/ppl" not in metrics or trainer.global_step % cfg.train.val_every_steps:
         trainer.validate(module, datamodule=datamodule, verbose=False)  # the final weights' validation
         metrics = trainer.callback_metrics
@@ -194,4 +213,7 @@ def _summary(cfg, trainer, module, datamodule, progress, tokenizer, batches: Bat
             "name": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
         },
         "precision": str(cfg.trainer.precision),
+        # why training ended; with train.patience the lowest dev loss it saw (best_val_loss)
+        "stopped": stopped,
+        **({"best_val_loss": float(stop.best_score)} if stop is not None else {}),
     }
