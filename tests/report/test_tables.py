@@ -7,11 +7,13 @@ import json
 import math
 
 import pytest
+import yaml
 from scipy import stats
+from tests.report.conftest import write_run
 
 from aiayn.report import aggregate, collect_runs
 from aiayn.report.significance import DIFFERENCE, Design, seeds_needed, t_quantile
-from aiayn.report.table2 import build_table2, table2_metrics
+from aiayn.report.table2 import build_table2, table2_metrics, write_table2
 from aiayn.report.table3 import build_table3, table3_metrics, write_table3
 
 T3_REQUIRED = [
@@ -177,6 +179,32 @@ def test_table2_rows(fabricated):
     paper = {r["system"]: r for r in rows if r["source"] == "paper"}
     assert "Deep-Att + PosUnk" not in paper  # no EN-DE number in the paper
     assert paper["ConvS2S"]["paper_bleu"] == 25.16 and paper["ConvS2S"]["paper_train_flops"] == 9.6e18
+
+
+def test_table2_on_multi30k_lists_its_published_results(tmp_path):
+    """Runs on Multi30k sit beside Multi30k's published systems (their BLEU in the lc-tok column, cited in the
+    legend), not beside the paper's newstest2014 numbers, and claim no paper BLEU of their own."""
+    runs = tmp_path / "runs"
+    for seed, bleu in ((1, 40.0), (2, 41.0)):
+        path = write_run(runs, "base", seed, dev_bleu=bleu, dev_ppl=5.0)
+        config = yaml.safe_load((path / "config.yaml").read_text())
+        config["data"] = dict(name="multi30k", form="lc.norm.tok", src_lang="en", tgt_lang="de")
+        (path / "config.yaml").write_text(yaml.safe_dump(config))
+        ev = json.loads((path / "eval.json").read_text())
+        ev["test"]["bleu_lc_tok"] = bleu + 0.5
+        (path / "eval.json").write_text(json.dumps(ev))
+    rows = build_table2(collect_runs(runs, ["base"], [1, 2]), lengths=(10.0, 10.0))
+    assert {r["source"] for r in rows} == {"ours", "published"}
+    ours = next(r for r in rows if r["source"] == "ours")
+    assert ours["bleu_lc_tok_mean"] == pytest.approx(41.0) and ours["paper_bleu"] is None
+    wu = next(r for r in rows if r["system"].startswith("Transformer-tiny"))
+    assert wu["bleu_lc_tok_mean"] == 41.02 and "Revisit-MMT" in wu["reference"] and wu["bleu_mean"] is None
+    lh = next(r for r in rows if "Libovický" in r["system"])
+    assert (lh["bleu_lc_tok_ci95_low"], lh["bleu_lc_tok_ci95_high"]) == pytest.approx((37.5, 39.1))
+    write_table2(rows, tmp_path, {})
+    md = (tmp_path / "table2.md").read_text()
+    assert "| Transformer-tiny (Wu et al. 2021) |" in md and "41.02" in md and "ConvS2S" not in md
+    assert "- Transformer-tiny (Wu et al. 2021): Wu et al. 2021" in md
 
 
 def test_aggregate_writes_every_output(fabricated):

@@ -10,6 +10,7 @@ from typing import Any
 from omegaconf import OmegaConf
 
 _TABLES_FILE = "paper_tables.yaml"
+_PUBLISHED_FILE = "published.yaml"  # other test sets' published numbers (Multi30k)
 # Row groups of Table 3 in the paper's order; a group of one entry is named by its letter alone ("E").
 _GROUPS = ("A", "B", "C", "D", "E")
 _RESULTS = ("bleu_dev", "ppl_dev")  # what each row of Table 3 must give itself
@@ -82,3 +83,23 @@ def paper_bleu_and_cost(model: str, pair: str) -> tuple[float | None, float | No
             # The Transformer rows give one cost for both pairs; the other systems give one per pair.
             return row.get(pair), row.get(f"cost_{pair}", row.get("cost"))
     raise KeyError(f"no system {model!r} in the paper's Table 2")
+
+
+@functools.lru_cache(maxsize=1)
+def _published() -> dict[str, Any]:
+    text = resources.files("aiayn.report").joinpath(_PUBLISHED_FILE).read_text(encoding="utf-8")
+    entries = OmegaConf.to_container(OmegaConf.create(text))
+    for data, entry in entries.items():
+        for i, system in enumerate(entry.get("systems") or ()):
+            missing = [k for k in ("system", "bleu", "source") if system.get(k) is None]
+            if missing:
+                raise ValueError(f"aiayn/report/{_PUBLISHED_FILE}: {data}.systems[{i}] has no {', '.join(missing)}")
+    return entries
+
+
+def published(data: str | None) -> dict[str, Any] | None:
+    """Published results on data set `data` (a data.name, e.g. "multi30k"): test (its test set's name), column (the
+    BLEU flavour they are in, a Table 2 column key) and systems (system, bleu, source, optional ci95 and note);
+    None for data sets whose published reference is the paper's Table 2 (or that have none)."""
+    entry = _published().get(data or "")
+    return copy.deepcopy(entry) if entry else None

@@ -23,7 +23,7 @@ from aiayn.report.formats import (
     sci,
     shown,
 )
-from aiayn.report.paper import paper_bleu_and_cost, paper_table2
+from aiayn.report.paper import paper_bleu_and_cost, paper_table2, published
 from aiayn.report.stats import mean_ci
 
 # The paper's estimate of a P100's sustained single-precision rate (section 6.1, footnote 5): 9.5 TFLOPS.
@@ -49,6 +49,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("paper FLOPs", ("paper_train_flops",), lambda r: sci(r["paper_train_flops"])),
     Column("device-hours (measured)", ("device_hours", "devices"), lambda r: device_hours_cell(r)),
     Column(None, ("wall_time_s",)),
+    Column(None, ("reference",)),  # where a published system's number is printed
 )
 KEYS = csv_columns(COLUMNS)
 
@@ -58,6 +59,11 @@ def language_pair(config: Mapping[str, Any]) -> str | None:
     data = config.get("data") or {}
     src, tgt = data.get("src_lang"), data.get("tgt_lang")
     return f"{src}_{tgt}".lower() if src and tgt else None
+
+
+def data_name(config: Mapping[str, Any]) -> str | None:
+    """The run's data set (data.name: "multi30k" in either form, "wmt14_en_de", "synthetic", ...)."""
+    return (config.get("data") or {}).get("name")
 
 
 def estimated_flops(train: Mapping[str, Any], sustained_flops_per_device: float) -> float | None:
@@ -108,7 +114,9 @@ def _ours(
     hours = mean_ci(v for r in recs if (v := device_hours(r.train)) is not None)
     devices = sorted({f"{d.get('count')}x {d.get('name')}" for r in recs if (d := r.train.get("device"))})
     ref = (row_settings(recs).get("paper") or {}).get("table2")
-    paper_bleu, paper_cost = paper_bleu_and_cost(ref, pair) if ref else (None, None)
+    # On a data set with its own published results (Multi30k) the paper's newstest2014 numbers are no reference.
+    on_paper_data = published(data_name(recs[0].config)) is None
+    paper_bleu, paper_cost = paper_bleu_and_cost(ref, pair) if ref and on_paper_data else (None, None)
     return dict(
         system=f"{ref or name}, ours",
         source="ours",
@@ -155,7 +163,12 @@ def build_table2(
         for pair in pairs
         if (name, pair) in groups
     ]
-    for pair in pairs:
+    datasets = list(dict.fromkeys(data_name(r.config) for recs in groups.values() for r in recs))
+    anchors = [entry for entry in map(published, datasets) if entry is not None]
+    for entry in anchors:
+        rows.extend(_published_rows(entry))
+    # The paper's newstest2014 systems, unless every run is on a data set with its own published results.
+    for pair in pairs if not datasets or len(anchors) < len(datasets) else ():
         for entry in paper_table2():
             bleu, cost = paper_bleu_and_cost(entry["model"], pair)
             if bleu is not None or cost is not None:
@@ -163,6 +176,32 @@ def build_table2(
                     dict(system=entry["model"], source="paper", pair=pair, paper_bleu=bleu, paper_train_flops=cost)
                 )
     return [{k: row.get(k) for k in KEYS} for row in rows]
+
+
+def _published_rows(anchors: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Rows for the published results on our runs' data set, their BLEU in the column of its flavour."""
+    column, rows = anchors["column"], []
+    for system in anchors["systems"]:
+        ci = system.get("ci95")
+        bleu = float(system["bleu"])
+        rows.append(
+            {
+                "system": system["system"],
+                "source": "published",
+                "reference": system["source"],
+                "pair": anchors["pair"],
+                f"{column}_mean": bleu,
+                f"{column}_ci95_low": None if ci is None else bleu - ci,
+                f"{column}_ci95_high": None if ci is None else bleu + ci,
+            }
+        )
+    return rows
+
+
+def _published_legend(rows: Sequence[Mapping[str, Any]]) -> str:
+    """Where each published system's number is printed (aiayn/report/published.yaml), one line each."""
+    cited = [f"- {r['system']}: {r['reference']}" for r in rows if r["source"] == "published"]
+    return "\nPublished results on the same test set, as printed:\n" + "\n".join(cited) + "\n" if cited else ""
 
 
 def table2_metrics(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -195,6 +234,7 @@ def write_table2(rows: Sequence[dict[str, Any]], out_dir: Path, context: Mapping
         "what ran it; `python -m aiayn.plan` predicts it before a run. "
         "At a reduced scale the absolute numbers are not comparable with the paper's.\n\n"
         f"sacreBLEU signature of test BLEU (sacre): {context.get('test_signature') or DASH}.\n"
+        + _published_legend(rows)
     )
     out_dir = Path(out_dir)
     return [

@@ -105,8 +105,14 @@ def _train(cfg: DictConfig, spec: RunSpec) -> dict[str, Any]:
     ident = fingerprint.fingerprint(cfg, bpe_dir)
     ckpt_path = resume_checkpoint(ckpt_dir, ident, cfg.train.resume)
     summary_file = run_dir / runspec.TRAIN_SUMMARY
-    if ckpt_path is not None and summary_file.is_file() and _finished(read_json(summary_file), stored_step(ckpt_path), cfg):
-        log.info("%s: already trained to step %d; skipping (train.resume=false retrains)", run_dir, stored_step(ckpt_path))
+    if (
+        ckpt_path is not None
+        and summary_file.is_file()
+        and _finished(read_json(summary_file), stored_step(ckpt_path), cfg)
+    ):
+        log.info(
+            "%s: already trained to step %d; skipping (train.resume=false retrains)", run_dir, stored_step(ckpt_path)
+        )
         return read_json(summary_file)
     if ckpt_path is not None:
         log.info("%s: resuming from %s at step %d", run_dir, ckpt_path, stored_step(ckpt_path))
@@ -180,7 +186,9 @@ def _early_stopping(patience: int) -> list[EarlyStopping]:
     saved in last.ckpt, so a resumed run keeps counting."""
     if not patience:
         return []
-    return [EarlyStopping(monitor="val/loss", mode="min", patience=patience, check_on_train_epoch_end=False, strict=True)]
+    return [
+        EarlyStopping(monitor="val/loss", mode="min", patience=patience, check_on_train_epoch_end=False, strict=True)
+    ]
 
 
 def _finished(summary: dict[str, Any], step: int, cfg: DictConfig) -> bool:
