@@ -304,3 +304,31 @@ def test_a_file_name_changed_in_runspec_moves_every_writer_and_reader(
         assert next(csv.DictReader(f))["n_seeds"] == "1"  # the aggregate found the run and its evaluation
     with open(tmp_path / "results" / "curves.csv", encoding="utf-8") as f:
         assert [r["run"] for r in csv.DictReader(f)] == ["base-s1", "base-s1"]
+
+
+def test_patience_stops_a_run_where_the_dev_loss_stopped_falling(workspace: Path, tmp_path: Path) -> None:
+    """train.patience (fairseq's --patience): the run stops at the first validation that ends `patience` in a row
+    without a lower dev loss, read back here from its own curve; the stop's weights are saved (last.ckpt and a
+    snapshot), the evaluation averages the last snapshots before it, and a rerun finds the run finished."""
+    from aiayn.runspec import RunSpec
+
+    # A learning rate far too high for the smoke model: the dev loss rises within a few validations.
+    extra = ("train.patience=2", "train.val_every_steps=2", "train.lr_factor=30", "train.grad_clip=1", "train.max_steps=40")
+    cfg = compose(overrides(tmp_path, *extra, data=workspace / "data"))
+    spec = RunSpec.of(cfg)
+    summary = stage("train").run(cfg)
+    with open(spec.run_dir / "curve.csv", encoding="utf-8") as f:
+        validations = [(int(r["step"]), float(r["val_loss"])) for r in csv.DictReader(f) if r["val_loss"]]
+    best = min(range(len(validations)), key=lambda i: validations[i][1])
+    assert summary["stopped"] == "patience" and summary["steps"] < 40
+    assert validations[-1][0] == summary["steps"] and len(validations) - 1 - best == 2  # two without a new best
+    assert all(loss >= validations[best][1] for _, loss in validations[best + 1 :])
+    assert summary["best_val_loss"] == pytest.approx(validations[best][1], rel=1e-6)
+    last = torch.load(spec.checkpoints / "last.ckpt", weights_only=True)
+    assert last["global_step"] == summary["steps"]
+    snapshots = sorted(p.name for p in spec.checkpoints.glob("step-*.ckpt"))
+    # every step a snapshot is due (an early stop cannot be foreseen), the last 5 kept (base averages 5)
+    assert snapshots == [f"step-{s:08d}.ckpt" for s in range(2, summary["steps"] + 1, 2)][-5:]
+    stamp = (spec.checkpoints / "last.ckpt").stat().st_mtime_ns
+    assert stage("train").run(compose(overrides(tmp_path, *extra, data=workspace / "data"))) == summary
+    assert (spec.checkpoints / "last.ckpt").stat().st_mtime_ns == stamp  # finished: not resumed for another step
