@@ -313,7 +313,8 @@ def test_patience_stops_a_run_where_the_dev_loss_stopped_falling(workspace: Path
     from aiayn.runspec import RunSpec
 
     # A learning rate far too high for the smoke model: the dev loss rises within a few validations.
-    extra = ("train.patience=2", "train.val_every_steps=2", "train.lr_factor=30", "train.grad_clip=1", "train.max_steps=40")
+    extra = ("train.patience=2", "train.val_every_steps=2", "train.lr_factor=30", "train.grad_clip=1")
+    extra += ("train.max_steps=40",)
     cfg = compose(overrides(tmp_path, *extra, data=workspace / "data"))
     spec = RunSpec.of(cfg)
     summary = stage("train").run(cfg)

@@ -125,8 +125,8 @@ class TrainConfig:
     grad_clip: float = mark(0.0, at_least=0, note=" (0: no clipping)")  # as in the paper
     val_every_steps: int = observed(1000, at_least=1)
     # fairseq's --patience: stop once this many validations in a row found no lower dev loss (Lightning's
-    # EarlyStopping on val/loss); max_steps still bounds the run. Which step a run stops at decides its weights, so a
-    # resumed run must share it. Departure from the paper, which trains a fixed number of steps: docs/departures.md#m30k-tiny
+    # EarlyStopping on val/loss); max_steps still bounds the run. Which step a run stops at decides its weights, so
+    # a resumed run must share it. The paper trains a fixed number of steps: docs/departures.md#m30k-tiny
     patience: int = mark(0, at_least=0, note=" (0: off, train to max_steps)")
     log_every_steps: int = observed(50, at_least=1)  # training metrics to the curve and wandb
     # A progress line in the log at most every so many seconds (at a logging step), and one summary line at the end;
