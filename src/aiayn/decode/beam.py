@@ -15,16 +15,12 @@ a larger value trades a few wasted rows for no host round-trip on the other step
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from aiayn.decode.step import Stepper, force_eos, max_output_lengths
-
-if TYPE_CHECKING:
-    from aiayn.model.transformer import Transformer
+from aiayn.decode.step import Models, force_eos, max_output_lengths, stepper
 
 
 @dataclass(frozen=True)
@@ -83,7 +79,7 @@ def length_penalty(length: int | Tensor, alpha: float) -> float | Tensor:
 
 
 def beam_search(
-    model: Transformer,
+    model: Models,
     src: Tensor,
     *,
     beam_size: int,
@@ -110,13 +106,13 @@ def beam_search(
         raise ValueError(f"alpha (length penalty) must be >= 0 for the stopping bound, got {alpha}")
     if compact_every < 1:
         raise ValueError(f"compact_every must be >= 1, got {compact_every}")
-    stepper = Stepper(model, src, pad_id=pad_id, bos_id=bos_id, repeats=beam_size, incremental=incremental)
+    steps = stepper(model, src, pad_id=pad_id, bos_id=bos_id, repeats=beam_size, incremental=incremental)
     live = _initial_live(src, beam_size, max_output_lengths(src, pad_id, max_len_b, max_length), bos_id)
     last_step = int(live.limits.max())  # every sentence has stopped after this step: one read per batch
     pools = _Pools.empty(src.size(0), beam_size, last_step + 1, src.device)
     for step in range(last_step + 1):
         at_limit = (live.limits == step).repeat_interleave(beam_size)  # (n * K,)
-        lprobs = force_eos(stepper.log_probs(live.tokens), at_limit, eos_id)  # (n * K, V)
+        lprobs = force_eos(steps.log_probs(live.tokens), at_limit, eos_id)  # (n * K, V)
         cand_lp, cand_beam, cand_tok = _top_candidates(live.logprob, lprobs, beam_size)  # (n, 2K) each
         _collect_finished(pools, live, cand_lp, cand_beam, cand_tok, step=step, alpha=alpha, eos_id=eos_id)
         next_lp, next_beam, next_tok = _select_live(cand_lp, cand_beam, cand_tok, beam_size, eos_id)  # (n, K)
@@ -127,7 +123,7 @@ def beam_search(
         live, index = _advance(live, next_lp, next_beam, next_tok, keep)
         if index.numel() == 0:
             break
-        stepper.select(index, keep)
+        steps.select(index, keep)
     return pools.to_hypotheses()
 
 

@@ -6,19 +6,14 @@ every `compact_every` steps, the only steps on which the host waits for the devi
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 from torch import Tensor
 
-from aiayn.decode.step import Stepper, force_eos, max_output_lengths
-
-if TYPE_CHECKING:
-    from aiayn.model.transformer import Transformer
+from aiayn.decode.step import Models, force_eos, max_output_lengths, stepper
 
 
 def greedy_search(
-    model: Transformer,
+    model: Models,
     src: Tensor,
     *,
     max_len_b: int,
@@ -38,7 +33,7 @@ def greedy_search(
     if compact_every < 1:
         raise ValueError(f"compact_every must be >= 1, got {compact_every}")
     n_sent, device = src.size(0), src.device
-    stepper = Stepper(model, src, pad_id=pad_id, bos_id=bos_id, repeats=1, incremental=incremental)
+    steps = stepper(model, src, pad_id=pad_id, bos_id=bos_id, repeats=1, incremental=incremental)
     limits = max_output_lengths(src, pad_id, max_len_b, max_length)  # (n,)
     last_step = int(limits.max())  # every sentence has stopped after this step: one read per batch
     sent_ids = torch.arange(n_sent, device=device)  # (n,) index in the input batch of each row
@@ -47,7 +42,7 @@ def greedy_search(
     out = torch.zeros(n_sent, last_step + 1, dtype=torch.long, device=device)  # (B, L) each sentence's tokens
     lengths = torch.zeros(n_sent, dtype=torch.long, device=device)  # (B,) set when the sentence stops
     for step in range(last_step + 1):
-        lprobs = force_eos(stepper.log_probs(tokens), limits == step, eos_id)  # (n, V)
+        lprobs = force_eos(steps.log_probs(tokens), limits == step, eos_id)  # (n, V)
         best = lprobs.argmax(dim=-1)  # (n,)
         done = searching & (best == eos_id)  # (n,) forced at the limit, so every sentence ends by last_step
         out[sent_ids, step] = best  # positions from a sentence's length on are never read
@@ -60,5 +55,5 @@ def greedy_search(
                 break
             if keep.numel() < searching.numel():
                 tokens, limits, sent_ids, searching = tokens[keep], limits[keep], sent_ids[keep], searching[keep]
-                stepper.select(keep, keep)
+                steps.select(keep, keep)
     return [row[:n] for row, n in zip(out.tolist(), lengths.tolist())]

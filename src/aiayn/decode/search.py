@@ -4,20 +4,17 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 import torch
 from torch import Tensor
 
 from aiayn.config.schema import DECODE_STRATEGIES
-from aiayn.decode.beam import beam_search
+from aiayn.decode.beam import Hypothesis, beam_search
 from aiayn.decode.greedy import greedy_search
-from aiayn.decode.step import length_limits
+from aiayn.decode.step import Models, length_limits, members
 from aiayn.progress import Progress
-
-if TYPE_CHECKING:
-    from aiayn.model.transformer import Transformer
 
 STRATEGIES = DECODE_STRATEGIES  # the schema's decode.strategy
 
@@ -118,7 +115,7 @@ def autocast(precision: str, device: torch.device | str) -> contextlib.AbstractC
 
 
 def search(
-    model: Transformer,
+    model: Models,
     tokenizer: Tokenizer,
     sentences: list[str],
     *,
@@ -134,6 +131,7 @@ def search(
     """The output token ids (no BOS or EOS) of `sentences` (section 6.1 search), same order; the model is left as
     it was.
 
+    `model` is one Transformer or an ensemble (a sequence of them sharing the tokenizer: aiayn.decode.step.stepper).
     Sources end with EOS as in training (`source_ids`: a sentence without tokens translates to "", a longer one than
     the model's positions is truncated); outputs stop where the decoder's positions end. `batch_tokens` bounds
     source tokens (with padding) per batch; `compact_every` is the search's (None: `default_compact_every(device)`);
@@ -141,9 +139,82 @@ def search(
     """
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
+    if strategy == "beam":
+        found = search_nbest(
+            model,
+            tokenizer,
+            sentences,
+            beam_size=beam_size,
+            alpha=alpha,
+            max_len_b=max_len_b,
+            batch_tokens=batch_tokens,
+            device=device,
+            compact_every=compact_every,
+            progress=progress,
+        )
+        return [hyps[0].tokens if hyps else [] for hyps in found]
+    return _batched(
+        model,
+        tokenizer,
+        sentences,
+        lambda src, special: greedy_search(model, src, max_len_b=max_len_b, **special),
+        batch_tokens=batch_tokens,
+        device=device,
+        compact_every=compact_every,
+        progress=progress,
+    )
+
+
+def search_nbest(
+    model: Models,
+    tokenizer: Tokenizer,
+    sentences: list[str],
+    *,
+    beam_size: int,
+    alpha: float,
+    max_len_b: int,
+    nbest: int | None = None,
+    batch_tokens: int = 4096,
+    device: torch.device | str | None = None,
+    compact_every: int | None = None,
+    progress: Progress | None = None,
+) -> list[list[Hypothesis]]:
+    """The best `nbest` (None: `beam_size`, at most it) finished hypotheses of each sentence's beam search, best
+    first, each with its log-probability and length-penalised score; [] for a sentence without tokens. The search
+    is `search`'s, so the first hypothesis's tokens are `search`'s output."""
+    keep = beam_size if nbest is None else nbest
+    if not 1 <= keep <= beam_size:
+        raise ValueError(f"nbest must be between 1 and the beam size {beam_size}, got {nbest}")
+    found = _batched(
+        model,
+        tokenizer,
+        sentences,
+        lambda src, special: beam_search(model, src, beam_size=beam_size, alpha=alpha, max_len_b=max_len_b, **special),
+        batch_tokens=batch_tokens,
+        device=device,
+        compact_every=compact_every,
+        progress=progress,
+    )
+    return [hyps[:keep] for hyps in found]
+
+
+def _batched(
+    model: Models,
+    tokenizer: Tokenizer,
+    sentences: list[str],
+    run: Callable[[Tensor, dict[str, Any]], list[Any]],
+    *,
+    batch_tokens: int,
+    device: torch.device | str | None,
+    compact_every: int | None,
+    progress: Progress | None,
+) -> list[Any]:
+    """`run(src, special)`'s per-sentence results over `sentences` batched by source tokens, in input order; [] for
+    a sentence without tokens. The models are in eval mode meanwhile, then as they were."""
+    models = members(model)
     if device is None:
-        device = next(model.parameters()).device
-    positions = model.cfg.max_positions
+        device = next(models[0].parameters()).device
+    positions = min(m.cfg.max_positions for m in models)
     ids = source_ids(tokenizer, sentences, positions)
     special: dict[str, Any] = dict(
         bos_id=tokenizer.bos_id,
@@ -152,34 +223,31 @@ def search(
         compact_every=compact_every or default_compact_every(device),
         max_length=positions - 1,  # EOS after L tokens is chosen at position L (BOS at 0)
     )
-    outputs: list[list[int]] = [[] for _ in sentences]
+    outputs: list[Any] = [[] for _ in sentences]
     todo = [i for i, seq in enumerate(ids) if seq]
     if progress is not None and len(todo) < len(ids):
         progress.update(len(ids) - len(todo))
-    was_training = model.training
-    model.eval()
+    was_training = [m.training for m in models]
+    for m in models:
+        m.eval()
     try:
         with torch.inference_mode():
             for group in batch_by_length([len(ids[i]) for i in todo], batch_tokens):
                 batch = [todo[i] for i in group]
                 src = pad_batch([ids[i] for i in batch], tokenizer.pad_id, device)
-                if strategy == "beam":
-                    hyps = beam_search(model, src, beam_size=beam_size, alpha=alpha, max_len_b=max_len_b, **special)
-                    best = [sentence_hyps[0].tokens for sentence_hyps in hyps]
-                else:
-                    best = greedy_search(model, src, max_len_b=max_len_b, **special)
-                for index, tokens in zip(batch, best):
-                    outputs[index] = tokens
+                for index, result in zip(batch, run(src, special)):
+                    outputs[index] = result
                 if progress is not None:
                     progress.update(len(batch))
     finally:
-        model.train(was_training)
+        for m, training in zip(models, was_training):
+            m.train(training)
     if progress is not None:
         progress.finish()
     return outputs
 
 
-def translate(model: Transformer, tokenizer: Tokenizer, sentences: list[str], **search_args: Any) -> list[str]:
+def translate(model: Models, tokenizer: Tokenizer, sentences: list[str], **search_args: Any) -> list[str]:
     """Detokenised translations of `sentences`, same order: `search` (whose arguments it takes) and the tokenizer's
     decode."""
     return tokenizer.decode(search(model, tokenizer, sentences, **search_args))

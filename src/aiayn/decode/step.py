@@ -5,16 +5,28 @@ Dimensions: B sentences, N = B * beams rows being decoded, S source length, t ta
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Union
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from aiayn.model.cache import KVCache
 from aiayn.model.masks import causal_mask, src_mask
 
 if TYPE_CHECKING:
     from aiayn.model.transformer import Transformer
+
+# One model, or an ensemble: several that share a vocabulary and decode together (`stepper`).
+Models = Union["Transformer", Sequence["Transformer"]]
+
+
+def members(model: Models) -> list[Transformer]:
+    """The models of `model`: itself, or each of an ensemble's (at least one)."""
+    models = [model] if isinstance(model, nn.Module) else list(model)
+    if not models:
+        raise ValueError("an ensemble needs at least one model")
+    return models
 
 
 def max_output_lengths(src: Tensor, pad_id: int, max_len_b: int, max_length: int | None = None) -> Tensor:
@@ -96,3 +108,29 @@ class Stepper:
         if sentences is not None:
             self.memory = self.memory.index_select(0, sentences)
             self.src_mask = self.src_mask.index_select(0, sentences)
+
+
+class EnsembleStepper:
+    """Several models decoding the same rows together, each with its own encoder output and cache: the next-token
+    log-probabilities are the mean of theirs (a log-linear ensemble, as Marian's; fairseq and OpenNMT-py average
+    probabilities instead), so an ensemble of one is that model."""
+
+    def __init__(self, steppers: list[Stepper]) -> None:
+        self.steppers = steppers
+
+    def log_probs(self, tokens: Tensor) -> Tensor:
+        """The mean over the models of `Stepper.log_probs`, (N, V)."""
+        return torch.stack([s.log_probs(tokens) for s in self.steppers]).mean(dim=0)
+
+    def select(self, index: Tensor, sentences: Tensor | None) -> None:
+        for s in self.steppers:
+            s.select(index, sentences)
+
+
+def stepper(
+    model: Models, src: Tensor, *, pad_id: int, bos_id: int, repeats: int, incremental: bool
+) -> Stepper | EnsembleStepper:
+    """A `Stepper` for one model, an `EnsembleStepper` over one Stepper per model for several."""
+    models = members(model)
+    steppers = [Stepper(m, src, pad_id=pad_id, bos_id=bos_id, repeats=repeats, incremental=incremental) for m in models]
+    return steppers[0] if len(steppers) == 1 else EnsembleStepper(steppers)

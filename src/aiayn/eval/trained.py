@@ -15,7 +15,9 @@ from omegaconf import DictConfig, OmegaConf
 from aiayn import runspec
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.decode import search
-from aiayn.decode.search import autocast
+from aiayn.decode.beam import Hypothesis
+from aiayn.decode.search import autocast, search_nbest
+from aiayn.decode.step import Models
 from aiayn.eval import averaging
 from aiayn.eval.averaging import average_checkpoints
 from aiayn.model.config import ModelConfig
@@ -119,7 +121,7 @@ def decode_precision(cfg: DictConfig) -> str:
 
 
 def translate_with(
-    cfg: DictConfig, model: Transformer, tokenizer: Tokenizer, sentences: Sequence[str], device, what: str
+    cfg: DictConfig, model: Models, tokenizer: Tokenizer, sentences: Sequence[str], device, what: str
 ) -> list[str]:
     """`sentences` translated with cfg.decode's search, batch size and arithmetic (`decode_precision`), in order;
     progress lines name `what` ("decode valid")."""
@@ -127,7 +129,7 @@ def translate_with(
 
 
 def search_with(
-    cfg: DictConfig, model: Transformer, tokenizer: Tokenizer, sentences: Sequence[str], device, what: str
+    cfg: DictConfig, model: Models, tokenizer: Tokenizer, sentences: Sequence[str], device, what: str
 ) -> list[list[int]]:
     """`translate_with`'s output token ids (no BOS or EOS), before the tokenizer's decode."""
     with autocast(decode_precision(cfg), device):
@@ -144,4 +146,24 @@ def search_with(
             compact_every=cfg.decode.compact_every,
             # The evaluate stage sums a run up in one line; a long decode (WMT's test sets) still reports progress.
             progress=Progress(f"{what} ({cfg.decode.strategy})", len(sentences), "sentences", always_last=False),
+        )
+
+
+def nbest_with(
+    cfg: DictConfig, model: Models, tokenizer: Tokenizer, sentences: Sequence[str], device, nbest: int
+) -> list[list[Hypothesis]]:
+    """The best `nbest` hypotheses of cfg.decode's beam search (beam_size, length_penalty, max_len_b, batch size
+    and arithmetic as `search_with`), best first; the first is `search_with`'s output."""
+    with autocast(decode_precision(cfg), device):
+        return search_nbest(
+            model,
+            tokenizer,
+            list(sentences),
+            beam_size=cfg.decode.beam_size,
+            alpha=cfg.decode.length_penalty,
+            max_len_b=cfg.decode.max_len_b,
+            nbest=nbest,
+            batch_tokens=cfg.decode.batch_tokens,
+            device=device,
+            compact_every=cfg.decode.compact_every,
         )
