@@ -46,6 +46,7 @@ LOCK = ".lock"
 STALE = "stale-checkpoints-"  # + a time stamp: checkpoints of another config, moved aside
 # The evaluate stage's folder: eval.json, the hypotheses, and a copy of `run_files()`.
 EVAL = "eval.json"
+ENSEMBLE = "ensemble"  # evals/{row}/[{variant}/]ensemble/: Table 2's row as the ensemble of its seeds
 
 
 def run_files() -> tuple[str, ...]:
@@ -159,6 +160,11 @@ class RunSpec:
     @property
     def eval_dir(self) -> Path:
         return self.evals / self.row / f"{self.eval_folder}seed{self.seed}"
+
+    @property
+    def ensemble_dir(self) -> Path:
+        """The evaluation folder of the ensemble of this row's (and variant's) seeds, beside theirs."""
+        return self.evals / self.row / f"{self.eval_folder}{ENSEMBLE}"
 
     @property
     def tuning_dir(self) -> Path:

@@ -428,7 +428,11 @@ def test_every_file_a_stage_reads_is_a_dep_and_every_file_it_writes_an_out(repo:
     """dvc.yaml's deps are derived from what each stage really opened during `dvc repro` (its imported aiayn
     modules, the conf/ files Hydra composed, the data it read), not kept by hand."""
     lock = yaml.safe_load((repo / "dvc.lock").read_text())["stages"]
-    by_cmd = {tuple(entry["cmd"].split()[1:]): name for name, entry in lock.items()}
+    by_cmd = {
+        tuple(cmd.split()[1:]): name
+        for name, entry in lock.items()
+        for cmd in (entry["cmd"] if isinstance(entry["cmd"], list) else [entry["cmd"]])
+    }  # a stage of several commands (evaluate: the seeds, then their ensemble) is each of them
     roots = [repo, REPO]
     reads: dict[str, set[str]] = {}
     writes: dict[str, set[str]] = {}

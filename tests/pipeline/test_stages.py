@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 from pathlib import Path
 
@@ -333,3 +334,31 @@ def test_patience_stops_a_run_where_the_dev_loss_stopped_falling(workspace: Path
     stamp = (spec.checkpoints / "last.ckpt").stat().st_mtime_ns
     assert stage("train").run(compose(overrides(tmp_path, *extra, data=workspace / "data"))) == summary
     assert (spec.checkpoints / "last.ckpt").stat().st_mtime_ns == stamp  # finished: not resumed for another step
+
+
+def test_table2s_rows_get_the_ensemble_of_their_seeds(workspace: Path, tmp_path: Path) -> None:
+    """evaluate@{row}'s second command: base's seeds decode the test set together (each with its Table 2 weights),
+    as aiayn.inference's ensemble of the same runs does; Table 2 prints the line beside the seeds' mean, and a row
+    outside Table 2 gets none."""
+    import shutil
+
+    from aiayn.inference import load
+    from aiayn.io import read_lines
+    from aiayn.runspec import RunSpec
+
+    shutil.copytree(workspace / "evals", tmp_path / "evals")
+    extra = (f"paths.evals={tmp_path}/evals", f"paths.results={tmp_path}/results")
+    ensemble = stage("ensemble")
+    ensemble.SEEDS[:] = [1, 2]
+    result = ensemble.run(compose(overrides(workspace, *extra)))
+    assert result["seeds"] == [1, 2] and result["test"]["checkpoints_averaged"] == 5
+    spec = RunSpec.of(compose(overrides(workspace, *extra)))
+    hyps = read_lines(spec.ensemble_dir / "hyps.test.txt")
+    runs = [dataclasses.replace(spec, seed=s).run_dir for s in (1, 2)]
+    assert hyps == load(*runs).translate(read_lines(workspace / "data" / "raw" / "test.src"))
+    assert ensemble.run(compose(overrides(workspace, *extra, "row=C1"))) is None  # Table 3 only
+    stage("aggregate").run(compose(overrides(workspace, *extra, f"aggregate.params_file={workspace}/params.yaml")))
+    md = (tmp_path / "results" / "table2.md").read_text()
+    assert "| Transformer (base model), ensemble of 2 seeds, ours |" in md
+    metrics = json.loads((tmp_path / "results" / "metrics.json").read_text())
+    assert metrics["table2"]["base_ensemble"]["test_bleu"] == pytest.approx(result["test"]["bleu"])

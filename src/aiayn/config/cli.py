@@ -61,6 +61,19 @@ def expand_seeds_from(argv: list[str]) -> list[str]:
     return out if {"-m", "--multirun"} & set(out) else ["--multirun", *out]
 
 
+def seeds_listed(argv: list[str]) -> tuple[list[str], list[int]]:
+    """`seeds_from=FILE` read as one list (the seeds a single job uses together, such as an ensemble's) rather than
+    a multirun: argv without it, with `seed=` the first (the job's own config), and the row's seeds."""
+    given = [arg for arg in argv if arg.startswith(SEEDS_FROM)]
+    if not given:
+        return list(argv), []
+    if len(given) > 1 or override_values(argv, "seed"):
+        sys.exit("error: give either seed=... or one seeds_from=FILE, not both")
+    path, row = given[0][len(SEEDS_FROM) :], (override_values(argv, "row") or ["base"])[-1]
+    seeds = Params.read(path).seeds_per_row([row])[row]
+    return [arg for arg in argv if arg != given[0]] + [f"seed={seeds[0]}"], seeds
+
+
 def expand_overrides_from(argv: list[str]) -> list[str]:
     """`overrides_from=FILE` stands for FILE's non-null `model`, `train` and `decode` settings as overrides
     (`train.lr_factor=2`), placed where it stands: what `dvc exp run -S train.lr_factor=2` sets in params.yaml

@@ -19,6 +19,7 @@ from aiayn import floatpath, runspec, tracking
 from aiayn.data.batching import eval_batches
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.decode.search import autocast, output_limits
+from aiayn.decode.step import Models, members
 from aiayn.eval.bleu import sacre_bleu
 from aiayn.eval.evaluate import score_translations
 from aiayn.eval.perplexity import dev_perplexity
@@ -39,10 +40,11 @@ log = logging.getLogger(__name__)
 
 
 def decode_split(
-    cfg: DictConfig, model, tokenizer, split: str, device
+    cfg: DictConfig, model: Models, tokenizer, split: str, device
 ) -> tuple[list[str], list[str], float, list[str], list[bool]]:
-    """Translate `data/raw/{split}.src` (aiayn.eval.trained.search_with); return hypotheses, references, sentences
-    per second, the sources and which hypotheses ran to the search's length limit."""
+    """Translate `data/raw/{split}.src` (aiayn.eval.trained.search_with) with a model or an ensemble; return
+    hypotheses, references, sentences per second, the sources and which hypotheses ran to the search's length
+    limit."""
     raw = Path(cfg.paths.raw)
     sources, refs = read_lines(raw / runspec.raw_file(split, "src")), read_lines(raw / runspec.raw_file(split, "tgt"))
     start = time.perf_counter()
@@ -50,7 +52,7 @@ def decode_split(
     hyps = tokenizer.decode(outputs)
     speed = len(sources) / max(time.perf_counter() - start, 1e-9)
     lengths = [len(ids) for ids in tokenizer.encode(sources)]
-    limits = output_limits(lengths, cfg.decode.max_len_b, model.cfg.max_positions)
+    limits = output_limits(lengths, cfg.decode.max_len_b, min(m.cfg.max_positions for m in members(model)))
     return hyps, refs, speed, sources, at_length_limit(outputs, limits)
 
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from aiayn import runspec
 from aiayn.flops import training_flops
 from aiayn.model.config import recorded
 from aiayn.report.collect import RunRecord, row_settings
@@ -157,12 +159,13 @@ def build_table2(
             groups.setdefault((rec.row, pair), []).append(rec)
     pairs = sorted({pair for _, pair in groups}) or ["en_de"]
     names = list(dict.fromkeys(name for name, _ in groups))  # the rows in the order the records come
-    rows = [
-        _ours(name, pair, groups[(name, pair)], sustained_flops_per_device, lengths)
-        for name in names
-        for pair in pairs
-        if (name, pair) in groups
-    ]
+    rows = []
+    for name in names:
+        for pair in pairs:
+            if (name, pair) in groups:
+                recs = groups[(name, pair)]
+                ours = _ours(name, pair, recs, sustained_flops_per_device, lengths)
+                rows += [ours, *_ensemble(ours, recs)]
     datasets = list(dict.fromkeys(data_name(r.config) for recs in groups.values() for r in recs))
     anchors = [entry for entry in map(published, datasets) if entry is not None]
     for entry in anchors:
@@ -176,6 +179,33 @@ def build_table2(
                     dict(system=entry["model"], source="paper", pair=pair, paper_bleu=bleu, paper_train_flops=cost)
                 )
     return [{k: row.get(k) for k in KEYS} for row in rows]
+
+
+def _ensemble(ours: Mapping[str, Any], recs: Sequence[RunRecord]) -> list[dict[str, Any]]:
+    """The row's seeds as one ensemble (aiayn.eval.ensemble's evals/{row}/ensemble/eval.json), when it decoded
+    exactly the seeds tabulated here; [] otherwise."""
+    path = recs[0].path.parent / runspec.ENSEMBLE / runspec.EVAL
+    try:
+        ensemble = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    test = ensemble.get("test") or {}
+    if sorted(ensemble.get("seeds") or []) != sorted(r.seed for r in recs) or test.get("bleu") is None:
+        return []
+    return [
+        dict(
+            system=f"{ours['system'].removesuffix(', ours')}, ensemble of {len(recs)} seeds, ours",
+            source="ensemble",
+            row=ours["row"],
+            pair=ours["pair"],
+            n_seeds=len(recs),
+            checkpoints_averaged=ours["checkpoints_averaged"],
+            bleu_mean=test.get("bleu"),
+            bleu_tok_mean=test.get("bleu_paper"),
+            bleu_lc_tok_mean=test.get("bleu_lc_tok"),
+            paper_bleu=ours["paper_bleu"],
+        )
+    ]
 
 
 def _published_rows(anchors: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -207,15 +237,20 @@ def _published_legend(rows: Sequence[Mapping[str, Any]]) -> str:
 def table2_metrics(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Our Table 2 systems' test BLEU (sacreBLEU and the paper's tokenized), keyed by row ("base_en_de" when a
     pipeline tabulates more than one language pair), for `dvc exp show`."""
-    ours = [r for r in rows if r["source"] == "ours"]
+    ours = [r for r in rows if r["source"] in ("ours", "ensemble")]
     several = len({r["pair"] for r in ours}) > 1
-    return {(f"{r['row']}_{r['pair']}" if several else r["row"]): metrics(COLUMNS, r) for r in ours}
+    return {
+        (f"{r['row']}_{r['pair']}" if several else r["row"]) + ("_ensemble" if r["source"] == "ensemble" else ""): (
+            metrics(COLUMNS, r)
+        )
+        for r in ours
+    }
 
 
 def write_table2(rows: Sequence[dict[str, Any]], out_dir: Path, context: Mapping[str, Any]) -> list[Path]:
     """Write table2.md (with legend), table2.csv and table2.tex (booktabs), atomically."""
     header, body = shown(COLUMNS, rows)
-    n_ours = sum(r["source"] == "ours" for r in rows)
+    n_ours = sum(r["source"] in ("ours", "ensemble") for r in rows)
     text = (
         "# Table 2: test BLEU and training cost\n\n" + markdown_table(header, body) + "\n"
         f"Scale: {context.get('scale') or DASH}; data: {context.get('data') or DASH}.\n\n"
@@ -231,7 +266,9 @@ def write_table2(rows: Sequence[dict[str, Any]], out_dir: Path, context: Mapping
         "estimate, whatever device actually ran). FLOPs (counted) is 3 × forward matmul FLOPs per token × tokens "
         f"seen (aiayn.flops), with attention at average sentence lengths {context.get('lengths', DASH)}. "
         "device-hours (measured) is one training run's wall time × the devices it held (mean over seeds), with "
-        "what ran it; `python -m aiayn.plan` predicts it before a run. "
+        'what ran it; `python -m aiayn.plan` predicts it before a run. A row\'s "ensemble of N seeds" line is '
+        "its seeds decoding together, each with its Table 2 weights, log-probabilities averaged at every step of "
+        "one beam search (aiayn.eval.ensemble): one system, so no interval. "
         "At a reduced scale the absolute numbers are not comparable with the paper's.\n\n"
         f"sacreBLEU signature of test BLEU (sacre): {context.get('test_signature') or DASH}.\n"
         + _published_legend(rows)
