@@ -72,7 +72,7 @@ class PlainLoop:
         """One training step; its seconds."""
         t0 = time.perf_counter()
         self.optimizer.zero_grad(set_to_none=True)
-        loss_sum, _ = self.module._losses(batch, self.module.train_cfg["label_smoothing"])
+        loss_sum, _ = self.module._losses(batch, self.module.train_cfg.label_smoothing)
         (loss_sum / batch["n_tgt_tokens"]).backward()
         grads = [p.grad for p in self.module.parameters() if p.grad is not None]
         torch.nn.utils.get_total_norm(grads)  # the module checks it every step (non-finite gradients)

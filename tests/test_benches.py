@@ -1,0 +1,81 @@
+"""Every benchmark under bench/ runs: a few steps of each, as a user would start it, its RESULT lines parsed and its
+headline figure (docs/benchmarks.md) printed last. The numbers of such short runs mean nothing; that the script runs
+to its end after a refactor does. Benchmarks with tests of their own (gpu_check, gpu_pipeline, learning_parity, the
+plan's devices.yaml) are tested there; pipeline_time is a whole `dvc repro`."""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+# script, its smallest arguments, the headline RESULT it must print last
+SMOKE = [
+    ("lightning_overhead.py", ["--steps", "4", "--rounds", "1", "--warmup", "1"], "lightning_overhead_ratio"),
+    ("train_throughput.py", ["--shape", "tiny", "--steps", "2", "--rounds", "1"], "train_throughput_tiny_ratio"),
+    ("data_pipeline.py", ["--pairs", "2000", "--vocab-size", "300", "--max-tokens", "2000"], "encode_sentences_per_s"),
+    (
+        "chunked_loss.py",
+        ["--tokens", "256", "--chunk", "64", "--vocab", "500", "--d-model", "32", "--steps", "1", "--rounds", "1"],
+        "chunks_memory_ratio",
+    ),
+    (
+        "decode_speed.py",
+        ["--shape", "small", "--vocab", "300", "--sentences-b64", "4", "--sentences-b1", "2", "--src-len", "5"],
+        "decode_cache_speedup",
+    ),
+]
+
+
+def results(output: str) -> list[tuple[str, float]]:
+    """The `RESULT name value` lines of a benchmark's output, in order."""
+    found = []
+    for line in output.splitlines():
+        if line.startswith("RESULT "):
+            _, name, value = line.split()
+            found.append((name, float(value)))
+    return found
+
+
+def run_bench(script: str, *args: str, cwd: Path = REPO) -> list[tuple[str, float]]:
+    env = {**os.environ, "WANDB_MODE": "offline"}
+    done = subprocess.run(
+        [sys.executable, str(REPO / "bench" / script), *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, f"{script} failed:\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}"
+    return results(done.stdout)
+
+
+@pytest.mark.parametrize("script, args, headline", SMOKE, ids=[s for s, _, _ in SMOKE])
+def test_the_benchmark_runs_and_prints_its_headline_last(script: str, args: list[str], headline: str) -> None:
+    found = run_bench(script, *args)
+    assert found and found[-1][0] == headline, found
+    assert all(math.isfinite(value) and value >= 0 for _, value in found), found
+
+
+def test_dev_noise_reads_a_finished_pipeline(tmp_path: Path) -> None:
+    """bench/dev_noise.py over evaluation folders laid out as the evaluate stage writes them (fabricated here:
+    base and a row, three seeds, hypotheses of known quality)."""
+    from tests.report.conftest import degrade, reference_lines, write_run
+
+    refs = reference_lines()
+    raw = tmp_path / "data" / "raw"
+    raw.mkdir(parents=True)
+    (raw / "valid.tgt").write_text("\n".join(refs) + "\n")
+    for seed, bleu in ((1, 30.0), (2, 31.0), (3, 29.5)):
+        write_run(tmp_path / "evals", "base", seed, dev_bleu=bleu, dev_ppl=5.0, hyps=degrade(refs, 5))
+        write_run(tmp_path / "evals", "A1", seed, dev_bleu=bleu - 1 - seed, dev_ppl=5.5, hyps=degrade(refs, 2 + seed))
+    found = dict(run_bench("dev_noise.py", "--repo", str(tmp_path), "--samples", "50"))
+    assert found["dev_noise_sentences"] == len(refs) and found["dev_noise_seed_sd_median"] > 0
+    assert list(found)[-1] == "dev_noise_share_median"
