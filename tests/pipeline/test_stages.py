@@ -362,3 +362,51 @@ def test_table2s_rows_get_the_ensemble_of_their_seeds(workspace: Path, tmp_path:
     assert "| Transformer (base model), ensemble of 2 seeds, ours |" in md
     metrics = json.loads((tmp_path / "results" / "metrics.json").read_text())
     assert metrics["table2"]["base_ensemble"]["test_bleu"] == pytest.approx(result["test"]["bleu"])
+
+
+def test_the_multi30k_reproduction_path_offline_from_a_mirror(shared_dir: Path, tmp_path: Path, monkeypatch) -> None:
+    """scale=m30k_tiny on data=multi30k_tok (the Multi30k literature's files, sha256-checked, from a mirror folder
+    named by AIAYN_MIRROR as the documented command does), shrunk to seconds: every per-run stage, the literature's
+    BLEU in eval.json, and Table 2 beside the published Multi30k systems."""
+    tok = shared_dir / "data" / "multi30k-tok"
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    for split, name in (("train", "train"), ("val", "val"), ("test_2016_flickr", "test_2016_flickr")):
+        for lang in ("en", "de"):
+            (mirror / f"multi30k-{name}.lc.norm.tok.{lang}").symlink_to(tok / f"{split}.lc.norm.tok.{lang}")
+    monkeypatch.setenv("AIAYN_MIRROR", str(mirror))
+    small = (
+        "data=multi30k_tok",
+        "scale=m30k_tiny",
+        f"data.cache_dir={tmp_path}/cache",
+        "data.max_train_pairs=2000",
+        "data.vocab_size=1000",
+        "model.n_layers=1",
+        "model.d_model=32",
+        "model.d_ff=64",
+        "model.d_k=8",
+        "model.d_v=8",
+        "train.max_steps=6",
+        "train.batch_tokens=1024",
+        "train.max_tokens=1024",
+        "train.warmup_steps=4",
+        "train.val_every_steps=3",
+        "train.ckpt_every_steps=3",
+        "train.snapshot_every_steps=3",
+        "train.loss_chunk_tokens=256",
+        "decode.beam_size=2",
+    )
+    # the smoke scale's overrides (overrides()) first, then this scale and the sizes above
+    cfg = compose([*overrides(tmp_path), *small])
+    assert cfg.data.mirror == str(mirror) and cfg.train.patience == 10 and cfg.trainer.cpu_isa is None
+    stats = stage("fetch").run(cfg)
+    assert stats["valid"]["kept"] == 1014 and stats["test"]["kept"] == 1000
+    stage("bpe").run(cfg)
+    stage("train").run(cfg)
+    scores = stage("evaluate").run(cfg)
+    assert scores["test"]["set"]["lines"] == 1000 and scores["test"]["bleu_lc_tok"] >= 0
+    assert "tok:none" in scores["test"]["bleu_lc_tok_signature"]
+    (tmp_path / "params.yaml").write_text("rows: [base]\nseeds: [1]\n")
+    stage("aggregate").run(compose([*overrides(tmp_path), *small, f"aggregate.params_file={tmp_path}/params.yaml"]))
+    table2 = (tmp_path / "results" / "table2.md").read_text()
+    assert "| Transformer-tiny (Wu et al. 2021) |" in table2 and "41.02" in table2 and "ConvS2S" not in table2
