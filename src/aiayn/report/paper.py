@@ -88,7 +88,10 @@ def paper_bleu_and_cost(model: str, pair: str) -> tuple[float | None, float | No
 @functools.lru_cache(maxsize=1)
 def _published() -> dict[str, Any]:
     text = resources.files("aiayn.report").joinpath(_PUBLISHED_FILE).read_text(encoding="utf-8")
-    entries = OmegaConf.to_container(OmegaConf.create(text))
+    parsed = OmegaConf.to_container(OmegaConf.create(text))
+    if not isinstance(parsed, dict):
+        raise ValueError(f"aiayn/report/{_PUBLISHED_FILE}: expected a mapping of data set names")
+    entries: dict[str, Any] = {str(k): v for k, v in parsed.items()}
     for data, entry in entries.items():
         for i, system in enumerate(entry.get("systems") or ()):
             missing = [k for k in ("system", "bleu", "source") if system.get(k) is None]
