@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 
 import torch
 from torch import Tensor, nn
@@ -21,6 +22,7 @@ from aiayn.model.transformer import Transformer
 
 PAD, BOS, EOS = 0, 2, 3
 SHAPES = {
+    "tiny": dict(n_layers=3, d_model=64, d_ff=256, n_heads=8, d_k=8, d_v=8),  # the default pipeline's (scale=tiny)
     "small": dict(n_layers=3, d_model=256, d_ff=1024, n_heads=4, d_k=64, d_v=64),
     "base": dict(n_layers=6, d_model=512, d_ff=2048, n_heads=8, d_k=64, d_v=64),
 }
@@ -162,6 +164,112 @@ def syncs_per_step(
     return count_host_syncs(run, steps, f" (compact_every {compact_every})")
 
 
+def ct2_compare(args: argparse.Namespace) -> None:
+    """Ours against CTranslate2 on the same exported model and the same sentences, beam `--beam-size`: sentences per
+    second at one thread and two, CTranslate2 in float32 and int8. Outputs are forced to source length + `--extra`
+    tokens in both (ours: FixedLength; CTranslate2: min and max decoding length, sources of one length), so both
+    search the same number of steps. Random weights at `--shape`; `--run RUN_DIR` adds the dev BLEU of each path
+    on a trained run (exported the same way), so a fast path that translates worse shows."""
+    import tempfile
+    from pathlib import Path
+
+    import ctranslate2
+
+    from aiayn.export import convert_ct2, ct2_spec
+
+    torch.manual_seed(0)
+    net = Transformer(ModelConfig(dropout=0.0, **SHAPES[args.shape]), args.vocab, PAD).eval()
+    pieces = ["<pad>", "<unk>", "<s>", "</s>", *(f"w{i}" for i in range(4, args.vocab))]
+    gen = torch.Generator().manual_seed(1)
+    n, length = args.sentences_b64, args.src_len
+    sources = [torch.randint(4, args.vocab, (length,), generator=gen).tolist() + [EOS] for _ in range(n)]
+    out_len = length + 1 + args.extra  # FixedLength: EOS at (non-pad source length + extra)
+    ours = FixedLength(net, args.extra)
+    batch = args.ct2_batch
+    print(
+        f"shape={args.shape} vocab={args.vocab} beam={args.beam_size} {n} sentences of {length} tokens, batch {batch}"
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        folders = {}
+        for quant in ("float32", "int8"):
+            folders[quant] = Path(tmp) / quant
+            convert_ct2(ct2_spec(net, pieces), folders[quant], None if quant == "float32" else quant)
+        tokens = [[pieces[i] for i in src[:-1]] for src in sources]  # CTranslate2 appends EOS itself
+        speeds: dict[str, float] = {}
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            timed_search(ours, sources[:batch], batch, True, args.beam_size)  # warm-up
+            seconds, mean_len = timed_search(ours, sources, batch, True, args.beam_size)
+            assert mean_len == out_len, (mean_len, out_len)
+            speeds[f"ours_t{threads}"] = n / seconds
+            for quant, folder in folders.items():
+                translator = ctranslate2.Translator(str(folder), device="cpu", intra_threads=threads, inter_threads=1)
+                kwargs = dict(
+                    beam_size=args.beam_size,
+                    max_batch_size=batch,
+                    min_decoding_length=out_len,
+                    max_decoding_length=out_len,
+                    length_penalty=0.6,
+                )
+                translator.translate_batch(tokens[:batch], **kwargs)  # warm-up
+                start = time.perf_counter()
+                done = translator.translate_batch(tokens, **kwargs)
+                speeds[f"ct2_{quant}_t{threads}"] = n / (time.perf_counter() - start)
+                lengths = {len(r.hypotheses[0]) for r in done}
+                assert lengths == {out_len}, f"CTranslate2 output lengths {lengths}, ours {out_len}: not the same work"
+            print(
+                f"threads {threads}: ours {speeds[f'ours_t{threads}']:.1f}, CTranslate2 float32 "
+                f"{speeds[f'ct2_float32_t{threads}']:.1f}, int8 {speeds[f'ct2_int8_t{threads}']:.1f} sentences/s"
+            )
+        if args.run:
+            dev_bleu(args, Path(tmp))
+    for threads in (2, 1):
+        print(f"RESULT decode_vs_ct2_int8_t{threads} {speeds[f'ours_t{threads}'] / speeds[f'ct2_int8_t{threads}']:.3f}")
+    print(f"RESULT decode_vs_ct2_float32_t2 {speeds['ours_t2'] / speeds['ct2_float32_t2']:.3f}")
+    print(f"RESULT decode_vs_ct2_float32_t1 {speeds['ours_t1'] / speeds['ct2_float32_t1']:.3f}")
+
+
+def dev_bleu(args: argparse.Namespace, tmp) -> None:
+    """Dev BLEU of a trained run: ours (its evaluate stage's search), and its CTranslate2 export in float32 and
+    int8, beam `--beam-size`, each with our per-sentence length limit and our search's suppressed tokens."""
+    import ctranslate2
+    import sacrebleu
+
+    from aiayn.decode.search import output_limits
+    from aiayn.export import export_run
+    from aiayn.inference import load
+    from aiayn.io import read_lines
+
+    model = load(args.run, bpe=args.run_bpe)
+    raw = args.run_raw or Path(model.cfg.paths.raw)
+    sources, refs = read_lines(raw / "valid.src"), read_lines(raw / "valid.tgt")
+    torch.set_num_threads(1)
+    start = time.perf_counter()
+    hyps = model.translate(sources, beam=args.beam_size)
+    print(f"RESULT dev_bleu_ours {sacrebleu.corpus_bleu(hyps, [refs]).score:.2f} ({time.perf_counter() - start:.1f} s)")
+    ids = model.tokenizer.encode(sources)
+    limits = output_limits([len(i) + 1 for i in ids], model.cfg.decode.max_len_b, model.models[0].cfg.max_positions)
+    pieces = [[model.tokenizer.piece(t) for t in i] for i in ids]
+    vocab = {model.tokenizer.piece(i): i for i in range(model.tokenizer.vocab_size)}
+    for quant in ("float32", "int8"):
+        out = tmp / f"run-{quant}"
+        export_run(Path(args.run), out, "ct2", bpe_dir=args.run_bpe, quantization=None if quant == "float32" else quant)
+        translator = ctranslate2.Translator(str(out), device="cpu", intra_threads=1)
+        start = time.perf_counter()
+        texts = []
+        for piece, limit in zip(pieces, limits):
+            result = translator.translate_batch(
+                [piece],
+                beam_size=args.beam_size,
+                length_penalty=model.cfg.decode.length_penalty,
+                max_decoding_length=limit,
+                suppress_sequences=[["<pad>"], ["<s>"]],
+            )[0].hypotheses[0]
+            texts.append(model.tokenizer.decode([[vocab[p] for p in result]])[0])
+        bleu = sacrebleu.corpus_bleu(texts, [refs]).score
+        print(f"RESULT dev_bleu_ct2_{quant} {bleu:.2f} ({time.perf_counter() - start:.1f} s, one sentence at a time)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--shape", choices=sorted(SHAPES), default="small")
@@ -179,6 +287,13 @@ def main() -> None:
         "--shape base --vocab 37000 --device cuda, as bench/gpu_check.sh does)",
     )
     parser.add_argument("--sentences", type=int, default=3003, help="with --newstest")
+    parser.add_argument(
+        "--ct2", action="store_true", help="instead: ours against CTranslate2 (float32, int8; 1 and 2 threads)"
+    )
+    parser.add_argument("--ct2-batch", type=int, default=32, help="with --ct2: sentences per batch")
+    parser.add_argument("--run", help="with --ct2: a finished run folder whose dev BLEU each path is scored on")
+    parser.add_argument("--run-raw", type=Path, help="with --run: its data/raw folder (default: its paths.raw)")
+    parser.add_argument("--run-bpe", type=Path, help="with --run: its data/bpe folder (default: its paths.bpe)")
     parser.add_argument("--batch-tokens", type=int, default=4096, help="with --newstest: decode.batch_tokens")
     parser.add_argument(
         "--compact-every",
@@ -197,6 +312,8 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     if args.newstest:
         return newstest(args)
+    if args.ct2:
+        return ct2_compare(args)
     torch.manual_seed(0)
     net = Transformer(ModelConfig(dropout=0.0, **SHAPES[args.shape]), args.vocab, PAD).eval().to(args.device)
     model = FixedLength(net, args.extra)
