@@ -64,6 +64,13 @@ def test_the_benchmark_runs_and_prints_its_headline_last(script: str, args: list
     assert all(math.isfinite(value) and value >= 0 for _, value in found), found
 
 
+def test_decode_speed_against_ctranslate2_runs() -> None:
+    pytest.importorskip("ctranslate2")
+    args = ["--ct2", "--shape", "tiny", "--vocab", "300", "--sentences-b64", "8", "--src-len", "6", "--ct2-batch", "4"]
+    found = run_bench("decode_speed.py", *args)
+    assert [name for name, _ in found][-1] == "decode_vs_ct2_float32_t1" and all(v > 0 for _, v in found)
+
+
 def test_dev_noise_reads_a_finished_pipeline(tmp_path: Path) -> None:
     """bench/dev_noise.py over evaluation folders laid out as the evaluate stage writes them (fabricated here:
     base and a row, three seeds, hypotheses of known quality)."""
