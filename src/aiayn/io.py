@@ -77,9 +77,11 @@ def _umask() -> int:
     return mask
 
 
-def atomic_write_text(path: Path | str, text: str) -> None:
+def atomic_write_text(path: Path | str, text: str) -> Path:
+    """Write UTF-8 text to `path` atomically (aiayn.io.atomic_path); return the path."""
     with atomic_path(path) as tmp:
         tmp.write_text(text, encoding="utf-8")
+    return Path(path)
 
 
 def atomic_write_json(path: Path | str, obj: Any) -> None:

@@ -6,10 +6,7 @@ import csv
 import io
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
-
-from aiayn.io import atomic_path
 
 _LATEX_SPECIAL = {
     "\\": r"\textbackslash{}",
@@ -72,18 +69,6 @@ def metrics(columns: Sequence[Column], row: Mapping[str, Any]) -> dict[str, Any]
 def half_width(low: Any, high: Any) -> float | None:
     """Half a symmetric interval's width, or None without one."""
     return None if low is None or high is None else (high - low) / 2
-
-
-def atomic_write(path: Path, write: Callable[[Path], object]) -> Path:
-    """Call write(tmp) on a temporary file beside `path`, then rename it over `path` (readers never see half a file)."""
-    with atomic_path(path) as tmp:
-        write(tmp)
-    return Path(path)
-
-
-def atomic_write_text(path: Path, text: str) -> Path:
-    """Write UTF-8 text atomically."""
-    return atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
 def csv_text(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:

@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from aiayn import runspec
+from aiayn.io import atomic_write_text
 from aiayn.report.collect import read_eval
 from aiayn.report.formats import (
     DASH,
     Column,
-    atomic_write_text,
     bracket,
     ci_cells,
     csv_columns,

@@ -9,12 +9,12 @@ from typing import Any
 
 from aiayn import runspec
 from aiayn.flops import training_flops
+from aiayn.io import atomic_write_text
 from aiayn.model.config import recorded
 from aiayn.report.collect import RunRecord, row_settings
 from aiayn.report.formats import (
     DASH,
     Column,
-    atomic_write_text,
     ci_cells,
     csv_columns,
     csv_text,

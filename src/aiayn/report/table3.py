@@ -8,12 +8,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from aiayn.io import atomic_write_text
 from aiayn.report.collect import RunRecord, row_settings
 from aiayn.report.decide import BASE, BLEU, PPL, Measure, claim_count, decide
 from aiayn.report.formats import (
     DASH,
     Column,
-    atomic_write_text,
     bracket,
     ci_cells,
     csv_columns,
