@@ -3,7 +3,7 @@
 A run is a row, a seed and a variant: the result-changing settings in which it differs from its row at its scale
 (aiayn.config.composition finds them). From those, RunSpec names its folders, `runs/{row}/{variant}/seed{seed}` for the
 train stage and `evals/{row}/{variant and decode settings}/seed{seed}` for the evaluate stage, and the files in
-them; `RunSpec.under` and `RunSpec.from_dir` read folders back. The stages, the wandb artifacts, the tables'
+them; `seed_of` and `evaluated` read folders back. The stages, the wandb artifacts, the tables'
 readers and the benchmarks all take their paths from here; what a run depends on is aiayn.fingerprint's.
 
 A checkpoint cadence (the schema's `averaging` settings: which weights a row that averages checkpoints for Table 2

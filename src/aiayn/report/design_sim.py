@@ -1,5 +1,5 @@
 """Table 3's whole two-stage design simulated with the project's own functions: the pilot's table (decide), the one
-extension it plans (aiayn.seeds.plan_extension) and the final table, many times over planted differences. What
+extension it plans (aiayn.report.decide.plan_extension) and the final table, many times over planted differences. What
 the tables promise (all verdicts together wrong with probability at most alpha) is checked here, by
 tests/report/test_verdicts.py, and docs/verdicts.md's tables come from it:
 
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 from scipy import stats
 
-from aiayn.report.decide import BASE, MEASURES, decide, plan_extension
+from aiayn.report.decide import BASE, MEASURES, decide, paper_margins, plan_extension
 from aiayn.report.paper import paper_base_bleu, paper_base_ppl, paper_table3
 from aiayn.report.significance import UNRESOLVED, Design, Verdict
 
@@ -56,7 +56,7 @@ class Scenario:
 def on_the_margin(design: Design) -> dict[str, dict[str, float]]:
     """Every row's true difference exactly on the margin (+-, alternating): where every claim of "no difference
     within the margin" is false."""
-    margins = {"bleu": design.margin_bleu, "ppl": math.log1p(design.margin_ppl)}
+    margins = paper_margins(design)
     return {c: {row: margins[c] * (1 if i % 2 else -1) for i, row in enumerate(ROWS)} for c in MEASURES}
 
 
