@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from aiayn.decode import beam_search
+from aiayn.decode.beam import beam_search
 from aiayn.decode.search import batch_by_length, pad_batch
 from aiayn.model.cache import KVCache
 from aiayn.model.config import ModelConfig

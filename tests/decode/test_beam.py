@@ -7,7 +7,8 @@ import math
 import pytest
 import torch
 
-from aiayn.decode import beam_search, greedy_search, length_penalty
+from aiayn.decode.beam import beam_search, length_penalty
+from aiayn.decode.greedy import greedy_search
 
 PAD, BOS, EOS, A, B = 0, 2, 3, 4, 5
 SPECIAL = dict(bos_id=BOS, eos_id=EOS, pad_id=PAD)

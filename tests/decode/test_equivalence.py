@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from aiayn.decode import beam_search, greedy_search
+from aiayn.decode.beam import beam_search
+from aiayn.decode.greedy import greedy_search
 
 SPECIAL = dict(bos_id=2, eos_id=3, pad_id=0)
 BEAM = dict(beam_size=4, alpha=0.6, max_len_b=6)

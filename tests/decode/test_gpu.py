@@ -7,7 +7,9 @@ import copy
 import pytest
 import torch
 
-from aiayn.decode import beam_search, greedy_search, translate
+from aiayn.decode.beam import beam_search
+from aiayn.decode.greedy import greedy_search
+from aiayn.decode.search import translate
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 SPECIAL = dict(bos_id=2, eos_id=3, pad_id=0)

@@ -6,7 +6,8 @@ import pytest
 import torch
 from tests.host_reads import HostReads
 
-from aiayn.decode import beam_search, greedy_search
+from aiayn.decode.beam import beam_search
+from aiayn.decode.greedy import greedy_search
 from aiayn.decode.search import default_compact_every
 
 from .test_beam import TABLE, _src

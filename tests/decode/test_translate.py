@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from aiayn.decode import batch_by_length, beam_search, greedy_search, translate
-from aiayn.decode.search import autocast
+from aiayn.decode.beam import beam_search
+from aiayn.decode.greedy import greedy_search
+from aiayn.decode.search import autocast, batch_by_length, translate
 
 LETTERS = "abcdefgh"  # ids 4..11 of the tiny model's 12-token vocabulary
 

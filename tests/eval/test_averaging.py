@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from aiayn.eval import average_checkpoints, checkpoint_step, select_last
+from aiayn.eval.averaging import average_checkpoints, checkpoint_step, select_last
 from aiayn.model.config import ModelConfig
 from aiayn.model.transformer import Transformer
 

@@ -6,7 +6,8 @@ import random
 
 import pytest
 
-from aiayn.eval import bleu_ci95, paired_bootstrap, sacre_bleu
+from aiayn.eval.bleu import sacre_bleu
+from aiayn.eval.bootstrap import bleu_ci95, paired_bootstrap
 
 WORDS = [f"w{i}" for i in range(300)]
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from aiayn.eval import dev_perplexity
+from aiayn.eval.perplexity import dev_perplexity
 
 PAD = 0
 

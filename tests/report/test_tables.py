@@ -11,8 +11,9 @@ import yaml
 from scipy import stats
 from tests.report.conftest import write_run
 
-from aiayn.report import aggregate, collect_runs
+from aiayn.report.collect import collect_runs
 from aiayn.report.significance import DIFFERENCE, Design, seeds_needed, t_quantile
+from aiayn.report.summary import aggregate
 from aiayn.report.table2 import build_table2, table2_metrics, write_table2
 from aiayn.report.table3 import build_table3, table3_metrics, write_table3
 

@@ -14,9 +14,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from aiayn import runspec
 from aiayn.data.tokenizer import Tokenizer
-from aiayn.decode import search
 from aiayn.decode.beam import Hypothesis
-from aiayn.decode.search import autocast, search_nbest
+from aiayn.decode.search import autocast, search, search_nbest
 from aiayn.decode.step import Models
 from aiayn.eval import averaging
 from aiayn.eval.averaging import average_checkpoints

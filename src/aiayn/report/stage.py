@@ -14,9 +14,9 @@ from aiayn.config.params import rows_and_seeds
 from aiayn.config.resolve import typed
 from aiayn.config.schema import DESIGN_KEYS, AggregateConfig
 from aiayn.io import atomic_write_json
-from aiayn.report import aggregate as build_tables
 from aiayn.report import record
 from aiayn.report.significance import Design
+from aiayn.report.summary import aggregate as build_tables
 from aiayn.report.table2 import table2_metrics
 from aiayn.report.table3 import table3_metrics
 from aiayn.runspec import RunSpec
