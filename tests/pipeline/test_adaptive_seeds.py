@@ -1,4 +1,4 @@
-"""`python -m aiayn.seeds` end to end: the pilot's plan extends params.yaml once, `dvc repro` trains only the new
+"""`python -m aiayn.extension` end to end: the pilot's plan extends params.yaml once, `dvc repro` trains only the new
 seeds of the planned row and base, the table pairs them and calls its verdicts final, and a second extension is
 refused. A temporary DVC repo, smoke scale."""
 
@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from aiayn.config.params import Params
-from aiayn.seeds import main as seeds_main
+from aiayn.extension import main as extension_main
 
 pytestmark = pytest.mark.slow  # 2.5-3 minutes on 2 shared CPU cores: a repro of three rows, then one of two
 
@@ -43,7 +43,7 @@ def test_the_one_extension_runs_only_the_planned_seeds(tmp_path: Path, copy_proj
 
     seed1 = repo / "runs" / "D1" / "seed1"
     finished = {f: f.read_bytes() for f in [seed1 / "train.json", *seed1.rglob("*.ckpt")]}
-    out = helpers.run([sys.executable, "-m", "aiayn.seeds"], repo).stdout
+    out = helpers.run([sys.executable, "-m", "aiayn.extension"], repo).stdout
     assert "D1: BLEU difference, resolve the sign of Δ" in out and "3 planned, has 2; + seeds 3" in out
     assert "60 planned > aggregate.max_seeds 3: stays at 2; no new seeds" in out
     assert '"shown"' in (repo / "results" / "design.json").read_text()  # the pilot's record
@@ -74,4 +74,4 @@ def test_the_one_extension_runs_only_the_planned_seeds(tmp_path: Path, copy_proj
     assert rows["D1"]["verdict_final"] == "True" and rows["E"]["verdict_final"] == "True"  # the extension was made
     assert "Running stage" not in helpers.dvc("repro", cwd=repo)  # the edited params.yaml is what DVC recorded
     with pytest.raises(SystemExit, match="one extension was made"):
-        seeds_main(["--dry", "--params", str(repo / "params.yaml"), "--table", str(table)])
+        extension_main(["--dry", "--params", str(repo / "params.yaml"), "--table", str(table)])

@@ -152,7 +152,7 @@ def test_identical_differences_give_no_verdict():
 
 
 # The whole design, simulated (aiayn.report.design_sim): base and the paper's 19 rows, seed effects shared across
-# rows and base's runs in every row's differences, the pilot's table, the extension python -m aiayn.seeds would make
+# rows and base's runs in every row's differences, the pilot's table, the extension python -m aiayn.extension would make
 # from it, and the final table; BLEU and PPL claims, one family.
 
 STUDIES = 1000

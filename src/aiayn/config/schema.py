@@ -339,7 +339,7 @@ class ParamsConfig:
     aggregate: DesignPatch = field(default_factory=DesignPatch)  # type: ignore[valid-type]
     rows: List[str] = field(default_factory=list)  # conf/row/ names, in table order
     seeds: List[int] = field(default_factory=list)  # every row's
-    extra_seeds: Dict[str, List[int]] = field(default_factory=dict)  # row -> seeds besides `seeds` (aiayn.seeds)
+    extra_seeds: Dict[str, List[int]] = field(default_factory=dict)  # row -> seeds besides `seeds` (aiayn.extension)
 
 
 @dataclass

@@ -9,8 +9,8 @@ base every seed a row gets: differences are paired by seed), writes them to para
 `dvc repro`. The table it leaves is the design's one test. It extends once: retesting after every round and adding
 seeds until a row is resolved (optional stopping) would make the verdicts wrong far more often than `alpha`.
 
-    python -m aiayn.seeds --dry     # the plan, explained; writes nothing, runs nothing
-    python -m aiayn.seeds           # the extension: params.yaml's extra_seeds, then dvc repro
+    python -m aiayn.extension --dry     # the plan, explained; writes nothing, runs nothing
+    python -m aiayn.extension           # the extension: params.yaml's extra_seeds, then dvc repro
 """
 
 from __future__ import annotations
@@ -174,7 +174,7 @@ def run(
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m aiayn.seeds", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m aiayn.extension", description=__doc__.splitlines()[0])
     parser.add_argument("--dry", action="store_true", help="print the plan; write and run nothing")
     parser.add_argument("--params", type=Path, default=Path(PARAMS), help=f"the DVC params file (default {PARAMS})")
     parser.add_argument("--table", type=Path, default=Path(TABLE), help=f"Table 3 as CSV (default {TABLE})")
@@ -188,7 +188,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         parser.error(
             "--until-resolved is gone: adding seeds until a row is resolved is optional stopping, which "
             "makes false verdicts several times likelier than alpha. The design extends once, to the "
-            "seeds the pilot plans: `python -m aiayn.seeds` (docs/verdicts.md)"
+            "seeds the pilot plans: `python -m aiayn.extension` (docs/verdicts.md)"
         )
     if args.max is not None:
         parser.error("--max is declared with the design, before the runs: set aggregate.max_seeds in params.yaml")

@@ -1,4 +1,4 @@
-"""python -m aiayn.seeds: the design's one extension from the pilot's plan, the params.yaml it leaves, and what it
+"""python -m aiayn.extension: the design's one extension from the pilot's plan, the params.yaml it leaves, and what it
 refuses (a second extension, a design changed since its pilot, a second look, --until-resolved). No training here:
 `dvc repro` is replaced by a stand-in; tests/pipeline/test_adaptive_seeds.py runs the real one."""
 
@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from aiayn.config.params import Params
+from aiayn.extension import COLUMNS, main, planned_seeds, run
 from aiayn.report import record
 from aiayn.report.decide import new_seeds, plan_extension
 from aiayn.report.significance import Design
-from aiayn.seeds import COLUMNS, main, planned_seeds, run
 
 
 def line(row: str, test: str, planned: int | None, verdict: str = "unresolved") -> dict[str, str]:
