@@ -10,9 +10,9 @@ from aiayn.config.resolve import prepare
 
 
 def run(cfg: DictConfig) -> dict:
-    from aiayn.report.stage import aggregate
+    from aiayn.report.stage import tabulate
 
-    return aggregate(prepare(cfg))
+    return tabulate(prepare(cfg))
 
 
 if __name__ == "__main__":

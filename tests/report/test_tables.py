@@ -13,7 +13,7 @@ from tests.report.conftest import write_run
 
 from aiayn.report.collect import collect_runs
 from aiayn.report.significance import DIFFERENCE, Design, seeds_needed, t_quantile
-from aiayn.report.summary import aggregate
+from aiayn.report.summary import write_tables
 from aiayn.report.table2 import build_table2, table2_metrics, write_table2
 from aiayn.report.table3 import build_table3, table3_metrics, write_table3
 
@@ -210,7 +210,9 @@ def test_table2_on_multi30k_lists_its_published_results(tmp_path):
 
 def test_aggregate_writes_every_output(fabricated):
     out = fabricated["out"]
-    summary = aggregate(fabricated["runs"], fabricated["rows"] + ["big"], fabricated["seeds"], fabricated["refs"], out)
+    summary = write_tables(
+        fabricated["runs"], fabricated["rows"] + ["big"], fabricated["seeds"], fabricated["refs"], out
+    )
     names = sorted(p.name for p in out.iterdir())
     assert names == [
         "claims.png",
@@ -253,7 +255,7 @@ def test_aggregate_writes_every_output(fabricated):
 
 
 def test_aggregate_without_any_run_or_reference(tmp_path):
-    summary = aggregate(tmp_path / "runs", ["base", "A1"], [1, 2], {}, tmp_path / "results")
+    summary = write_tables(tmp_path / "runs", ["base", "A1"], [1, 2], {}, tmp_path / "results")
     assert summary["n_ok"] == 0 and summary["n_per_row"] == {"base": 0, "A1": 0}
     assert len(summary["outputs"]) == 11 and all(
         (tmp_path / "results" / n).stat().st_size > 0 for n in ("table3.csv", "table2.md", "learning_curves.png")

@@ -16,7 +16,7 @@ from aiayn.config.schema import DESIGN_KEYS, AggregateConfig
 from aiayn.io import atomic_write_json
 from aiayn.report import record
 from aiayn.report.significance import Design
-from aiayn.report.summary import aggregate as build_tables
+from aiayn.report.summary import write_tables
 from aiayn.report.table2 import table2_metrics
 from aiayn.report.table3 import table3_metrics
 from aiayn.runspec import RunSpec
@@ -35,13 +35,15 @@ def design_of(cfg: DictConfig, declared: AggregateConfig, seeds: dict[str, list[
     )
 
 
-def aggregate(cfg: DictConfig) -> dict[str, Any]:
+def tabulate(cfg: DictConfig) -> dict[str, Any]:
+    """The aggregate stage's job: the design record updated, then every table, figure and metrics.json written from
+    the evaluations (aiayn.report.summary.write_tables), the summary returned."""
     a = typed(cfg.aggregate, AggregateConfig)
     rows, seeds, pilot = rows_and_seeds(a)
     design = design_of(cfg, a, seeds, pilot)
     raw = Path(cfg.paths.raw)
     changed = record.update(Path(cfg.paths.results) / record.FILE, design, pilot, seeds)
-    summary = build_tables(
+    summary = write_tables(
         runs_dir=Path(cfg.paths.runs),
         evals_dir=Path(cfg.paths.evals),
         rows=rows,

@@ -70,7 +70,7 @@ def describe_seeds(seeds: Mapping[str, Sequence[int]]) -> str:
     return " ".join(map(str, common)) + (f" (but {'; '.join(others)})" if others else "")
 
 
-def aggregate(
+def write_tables(
     runs_dir: Path,
     rows: Iterable[str],
     seeds: Seeds,
