@@ -1,7 +1,8 @@
 """Every benchmark under bench/ runs: a few steps of each, as a user would start it, its RESULT lines parsed and its
 headline figure (docs/benchmarks.md) printed last. The numbers of such short runs mean nothing; that the script runs
-to its end after a refactor does. Benchmarks with tests of their own (gpu_check, gpu_pipeline, learning_parity, the
-plan's devices.yaml) are tested there; pipeline_time is a whole `dvc repro`."""
+to its end after a refactor does. Benchmarks with tests of their own (gpu_check, gpu_pipeline, learning_parity,
+design_sim in tests/report/test_verdicts.py, the plan's devices.yaml) are tested there; pipeline_time is a whole
+`dvc repro`."""
 
 from __future__ import annotations
 

@@ -4,19 +4,33 @@ verdicts of a table together are wrong with probability at most alpha."""
 
 from __future__ import annotations
 
+import importlib.util
 import math
+import sys
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from aiayn.report import design_sim
+from aiayn.project import REPO
 from aiayn.report.collect import RunRecord
 from aiayn.report.decide import BASE
 from aiayn.report.paper import paper_table3
 from aiayn.report.significance import Design, Verdict, t_quantile
 from aiayn.report.table3 import build_table3
+
+
+def _bench(name: str):
+    """A script of bench/ as a module (bench/ is not a package: the scripts run as files)."""
+    spec = importlib.util.spec_from_file_location(name, REPO / "bench" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up while the class is made
+    spec.loader.exec_module(module)
+    return module
+
+
+design_sim = _bench("design_sim")
 
 PAPER = paper_table3()
 ROWS = [name for name in PAPER if name != BASE]  # the paper's 19 rows compared with base
@@ -151,7 +165,7 @@ def test_identical_differences_give_no_verdict():
     assert rows["A1"]["delta_bleu_family_low"] is None and rows["A1"]["verdict"] == "unresolved"
 
 
-# The whole design, simulated (aiayn.report.design_sim): base and the paper's 19 rows, seed effects shared across
+# The whole design, simulated (bench/design_sim.py): base and the paper's 19 rows, seed effects shared across
 # rows and base's runs in every row's differences, the pilot's table, the extension python -m aiayn.extension would make
 # from it, and the final table; BLEU and PPL claims, one family.
 
