@@ -13,9 +13,9 @@ import re
 import sys
 from pathlib import Path
 
-from aiayn.io import atomic_write_text
+from aiayn.io import CHECKOUT, atomic_write_text
 
-TABLE = Path(os.environ.get("AIAYN_DEVICES", Path(__file__).resolve().parents[2] / "bench" / "devices.yaml"))
+TABLE = Path(os.environ.get("AIAYN_DEVICES", CHECKOUT / "bench" / "devices.yaml"))
 SIZES = ("base", "big")
 
 

@@ -42,6 +42,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from aiayn import runspec
+from aiayn.io import CHECKOUT
 from aiayn.model.config import ModelConfig
 
 if TYPE_CHECKING:
@@ -57,7 +58,7 @@ EXTRA = 'pip install -e ".[export]"'
 # An exported model's teacher-forced outputs must match ours within this, relative to the largest |logit| (float32
 # arithmetic in both: summation order differs, nothing else). Measured on the smoke run: ~1e-6.
 TOLERANCE = 1e-4
-DEPARTURES = Path(__file__).resolve().parents[2] / "docs" / "departures.md"
+DEPARTURES = CHECKOUT / "docs" / "departures.md"
 
 
 def require(target: str) -> ModuleType:

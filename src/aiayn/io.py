@@ -13,6 +13,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+# The checkout this package is installed from (pip install -e): conf/, bench/ and docs/ beside src/. The one place
+# that counts parent folders; everything that needs the checkout's files starts here.
+CHECKOUT = Path(__file__).resolve().parents[2]
+
 
 class DiskFullError(OSError):
     """A write that met a full disk: one line naming the file, the bytes it needed (when known) and the bytes

@@ -9,7 +9,9 @@ from typing import Any
 
 import yaml
 
-REPO = Path(__file__).resolve().parents[2]  # the checkout this package is installed from (pip install -e)
+from aiayn.io import CHECKOUT
+
+REPO = CHECKOUT  # the checkout this package is installed from (pip install -e)
 
 
 def project_files(root: Path = REPO) -> list[str]:

@@ -26,10 +26,11 @@ from omegaconf import DictConfig
 
 from aiayn.config.rowfile import read_row
 from aiayn.config.schema import ROW_GROUPS, Config
+from aiayn.io import CHECKOUT
 from aiayn.marks import marked
 
 # The Hydra tree lives at the repository root (conf/), beside pipeline/; AIAYN_CONF points elsewhere.
-CONF_DIR = Path(os.environ.get("AIAYN_CONF", Path(__file__).resolve().parents[3] / "conf"))
+CONF_DIR = Path(os.environ.get("AIAYN_CONF", CHECKOUT / "conf"))
 # What a run *is* rather than how it differs from its row: the pipeline's choices (which corpus, scale, hardware
 # and row: `row=A1`), where and how it logs and runs, and its seed. Overrides of these groups and their keys never
 # make a variant; a key of the row (`row.average_last=0`) does.
