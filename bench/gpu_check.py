@@ -19,10 +19,9 @@ import time
 import torch
 
 from aiayn.config.schema import TrainConfig
-from aiayn.flops import training_flops
+from aiayn.flops import peak_flops, training_flops
 from aiayn.model.config import ModelConfig
 from aiayn.model.transformer import Transformer
-from aiayn.train.mfu import peak_flops
 from aiayn.train.step import batch_loss, model_loss, optimizer_and_schedule
 
 SHAPES = {  # Table 3 base and big; tiny for a CPU dry run

@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from aiayn.devices import load
-from aiayn.flops import forward_flops_per_token
+from aiayn.flops import forward_flops_per_token, peak_flops
 from aiayn.model.config import ModelConfig
 from aiayn.plan import apply_sets, main, plan, speed
 
@@ -37,7 +37,7 @@ def test_paper_scale_table3_on_an_h200_matches_the_measured_speed(params, tmp_pa
     # Hours are counted FLOPs at the table's MFU of the device's peak (plus decoding): whatever was measured.
     table = load()["H200"]
     for record, size in ((base, "base"), (big, "big")):
-        training = record["train_flops"] / (table[size]["mfu"] * table["peak_tflops"] * 1e12) / 3600
+        training = record["train_flops"] / (table[size]["mfu"] * peak_flops("H200", "bf16-mixed")) / 3600
         assert training <= record["hours_per_run"] <= training * 1.1
     assert result["hours"] == pytest.approx(sum(r["hours"] for r in result["records"]))
     assert main(["--params", "params.yaml", "-S", "scale=paper", "-S", "data=wmt14_en_de", "--device", "H200"]) == 0

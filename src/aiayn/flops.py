@@ -108,3 +108,26 @@ def training_flops(
         raise ValueError(f"token counts must be >= 0, got src={tokens_src}, tgt={tokens_tgt}")
     per = model_flops_per_token(model, vocab_size, avg_src_len, avg_tgt_len)
     return float(TRAIN_TO_FORWARD * (tokens_src * per["per_src_token"] + tokens_tgt * per["per_tgt_token"]))
+
+
+# Dense (no sparsity) peak FLOP/s per device from vendor datasheets: (16-bit tensor-core rate, plain fp32 rate).
+# Matched by substring of torch.cuda.get_device_name(), first match wins, so longer names come first.
+PEAK_FLOPS: tuple[tuple[str, float, float], ...] = (
+    ("H200", 989e12, 67e12),
+    ("H100 PCIe", 756e12, 51e12),
+    ("H100", 989e12, 67e12),
+    ("A100", 312e12, 19.5e12),
+    ("L40S", 362e12, 91.6e12),
+    ("A10G", 70e12, 31.2e12),
+    ("V100", 125e12, 15.7e12),
+    ("P100", 18.7e12, 9.3e12),
+)
+
+
+def peak_flops(device_name: str, precision: str) -> float | None:
+    """The datasheet peak of `device_name` at `precision` (a Lightning precision string); None when unknown."""
+    half = precision.startswith(("bf16", "16"))
+    for key, peak_half, peak_fp32 in PEAK_FLOPS:
+        if key.lower() in device_name.lower():
+            return peak_half if half else peak_fp32
+    return None

@@ -27,7 +27,7 @@ import yaml
 from aiayn import runspec
 from aiayn.config.params import Params
 from aiayn.devices import load as device_table
-from aiayn.flops import model_flops_per_token, training_flops
+from aiayn.flops import model_flops_per_token, peak_flops, training_flops
 from aiayn.model.config import ModelConfig
 
 # Average subword tokens per sentence (source, target) and dev/test sizes when the corpus is not yet fetched:
@@ -98,7 +98,9 @@ def speed(
     t = min(1.0, max(0.0, (math.log(_per_token(model, vocab, lengths)) - lo) / (hi - lo)))
     mfu = entry["base"]["mfu"] + t * (entry["big"]["mfu"] - entry["base"]["mfu"])
     measured = "measured" in entry["base"] and "measured" in entry["big"]
-    peak = entry["peak_tflops"] * 1e12
+    peak = peak_flops(device, "bf16-mixed")  # the datasheet's dense bf16 rate, aiayn.flops's table
+    if peak is None:
+        raise KeyError(f"no datasheet peak for {device!r} in aiayn.flops.PEAK_FLOPS; add it there")
     return Speed(
         mfu * peak,
         entry["decode_mfu"] * peak,

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from aiayn.flops import training_flops
+from aiayn.flops import peak_flops, training_flops
 from aiayn.model.config import ModelConfig
-from aiayn.train.mfu import MFUMonitor, batch_flops, peak_flops
+from aiayn.train.mfu import MFUMonitor, batch_flops
 
 MODEL = ModelConfig(n_layers=2, d_model=64, d_ff=256, n_heads=4, d_k=16, d_v=16, dropout=0.1)
 

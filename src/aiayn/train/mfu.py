@@ -14,31 +14,9 @@ from typing import Any
 import lightning as L
 import torch
 
-from aiayn.flops import training_flops
+from aiayn.flops import peak_flops, training_flops
 from aiayn.model.config import ModelConfig
 from aiayn.train.callbacks import ends_update
-
-# Dense (no sparsity) peak FLOP/s per device from vendor datasheets: (16-bit tensor-core rate, plain fp32 rate).
-# Matched by substring of torch.cuda.get_device_name(), first match wins, so longer names come first.
-PEAK_FLOPS: tuple[tuple[str, float, float], ...] = (
-    ("H200", 989e12, 67e12),
-    ("H100 PCIe", 756e12, 51e12),
-    ("H100", 989e12, 67e12),
-    ("A100", 312e12, 19.5e12),
-    ("L40S", 362e12, 91.6e12),
-    ("A10G", 70e12, 31.2e12),
-    ("V100", 125e12, 15.7e12),
-    ("P100", 18.7e12, 9.3e12),
-)
-
-
-def peak_flops(device_name: str, precision: str) -> float | None:
-    """The datasheet peak of `device_name` at `precision` (a Lightning precision string); None when unknown."""
-    half = precision.startswith(("bf16", "16"))
-    for key, peak_half, peak_fp32 in PEAK_FLOPS:
-        if key.lower() in device_name.lower():
-            return peak_half if half else peak_fp32
-    return None
 
 
 def batch_flops(model: ModelConfig, vocab_size: int, batch: Mapping[str, Any]) -> float:
