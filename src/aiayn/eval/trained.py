@@ -19,7 +19,7 @@ from aiayn.decode.search import autocast, search, search_nbest
 from aiayn.decode.step import Models
 from aiayn.eval import averaging
 from aiayn.eval.averaging import average_checkpoints
-from aiayn.model.config import ModelConfig
+from aiayn.model.config import recorded
 from aiayn.model.transformer import Transformer
 from aiayn.progress import Progress
 from aiayn.train.checkpoint_reader import read_checkpoint, stored_fingerprint
@@ -86,7 +86,8 @@ def load_model(ckpt_dir: Path, average_last: int, device: torch.device) -> tuple
 def load_weights(paths: list[Path], device: torch.device) -> Transformer:
     """The model with the mean weights of the given checkpoints (one: its weights as they are)."""
     hparams = [read_checkpoint(p) for p in paths][-1]["hyper_parameters"]
-    model = Transformer(ModelConfig(**hparams["model"]), hparams["vocab_size"], hparams["pad_id"])
+    # The one reader of a stored model config (aiayn.model.config.recorded); the weights then load strictly.
+    model = Transformer(recorded(hparams["model"]), hparams["vocab_size"], hparams["pad_id"])
     model.load_state_dict(average_checkpoints(paths))
     return model.to(device).eval()
 
