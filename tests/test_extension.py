@@ -4,7 +4,7 @@ refuses (a second extension, a design changed since its pilot, a second look, --
 
 from __future__ import annotations
 
-import csv
+import json
 import re
 import shutil
 import sys
@@ -13,29 +13,31 @@ from pathlib import Path
 import pytest
 
 from aiayn.config.params import Params
-from aiayn.extension import COLUMNS, main, planned_seeds, run
+from aiayn.extension import main, planned_seeds, run
 from aiayn.report import record
-from aiayn.report.decide import new_seeds, plan_extension
+from aiayn.report.decide import PlanRecord, new_seeds, plan_extension
 from aiayn.report.significance import Design
 
 
-def line(row: str, test: str, planned: int | None, verdict: str = "unresolved") -> dict[str, str]:
-    """A table3.csv line whose BLEU claim plans `planned` seeds and whose PPL claim needs 3 (or is out of reach for
-    an equivalence row)."""
+def line(row: str, test: str, planned: int | None, verdict: str = "unresolved") -> dict[str, object]:
+    """A row of the pilot's Table 3 (decide's columns) whose BLEU claim plans `planned` seeds and whose PPL claim
+    needs 3 (or is out of reach for an equivalence row); base has no claims."""
+    if row == "base":
+        return {"row": row, "family_level": 0.9987}
     return {
         "row": row,
-        "seeds_planned": "" if planned is None else str(planned),
+        "seeds_planned": planned,
         "test": test,
-        "expected_delta_bleu": "-0.1" if test == "equivalence" else "-1.2",
-        "margin_bleu": "0.5",
-        "planning_sd": "0.41",
-        "seeds_planned_bleu": "" if planned is None else str(planned),
+        "expected_delta_bleu": -0.1 if test == "equivalence" else -1.2,
+        "margin_bleu": 0.5,
+        "planning_sd": 0.41,
+        "seeds_planned_bleu": planned,
         "test_ppl": test,
-        "expected_delta_log_ppl": "0.001" if test == "equivalence" else "0.05",
-        "margin_log_ppl": "0.02",
-        "planning_sd_ppl": "0.01",
-        "seeds_planned_ppl": "" if test != "difference" else "3",
-        "family_level": "0.9987",
+        "expected_delta_log_ppl": 0.001 if test == "equivalence" else 0.05,
+        "margin_log_ppl": 0.02,
+        "planning_sd_ppl": 0.01,
+        "seeds_planned_ppl": None if test != "difference" else 3,
+        "family_level": 0.9987,
         "verdict": verdict,
         "verdict_ppl": "unresolved",
     }
@@ -57,20 +59,20 @@ def test_rows_planned_for_more_seeds_within_max_get_them_and_base_gets_every_one
     """A1 planned 5 and A3 8: they get 4-5 and 4-8. B1 (3) and C1 (2) have enough: final as they are, whatever
     their verdict (unresolved C1 gets nothing more: the plan, not the verdict, decides). C3 needs 12 > 10 and A2
     is out of reach: they stay at the pilot."""
-    plan = plan_extension(planned_seeds(TABLE), SEEDS, max_seeds=10)
+    plan = plan_extension(planned_seeds(PlanRecord.of(TABLE)), SEEDS, max_seeds=10)
     assert plan.adds == {"base": [4, 5, 6, 7, 8], "A1": [4, 5], "A3": [4, 5, 6, 7, 8]}
     assert plan.why["A1"] == "5 planned, has 3" and plan.why["C1"] == "2 planned, has 3: its verdict is final"
     assert "12 planned > aggregate.max_seeds 10" in plan.why["C3"] and "not planned" in plan.why["A2"]
-    assert plan_extension(planned_seeds(TABLE), SEEDS, max_seeds=6).adds == {"base": [4, 5], "A1": [4, 5]}
+    capped = plan_extension(planned_seeds(PlanRecord.of(TABLE)), SEEDS, max_seeds=6)
+    assert capped.adds == {"base": [4, 5], "A1": [4, 5]}
 
 
 def test_the_plan_ignores_every_verdict():
     """The same plans with every verdict flipped give the same extension: nothing is added because a row is (or
     is not) resolved yet, which is what kept the old --until-resolved from its promise."""
-    flipped = [dict(r, verdict="reproduced" if r["verdict"] == "unresolved" else "unresolved") for r in TABLE]
-    assert (
-        plan_extension(planned_seeds(flipped), SEEDS, 10).adds == plan_extension(planned_seeds(TABLE), SEEDS, 10).adds
-    )
+    flipped = [dict(r, verdict="reproduced" if r.get("verdict") == "unresolved" else "unresolved") for r in TABLE]
+    as_flipped = plan_extension(planned_seeds(PlanRecord.of(flipped)), SEEDS, 10)
+    assert as_flipped.adds == plan_extension(planned_seeds(PlanRecord.of(TABLE)), SEEDS, 10).adds
 
 
 def test_new_seeds_fill_the_smallest_gaps():
@@ -83,7 +85,7 @@ def project(repo_root: Path, tmp_path: Path) -> Path:
     aggregate stage wrote with it."""
     with_seeds(shutil.copy(repo_root / "params.yaml", tmp_path / "params.yaml"), [1, 2, 3])
     (tmp_path / "results").mkdir()
-    write_table(tmp_path / "results" / "table3.csv", TABLE)
+    write_plan(tmp_path / "results" / "plan.json", TABLE)
     params = Params.read(tmp_path / "params.yaml")
     design = Design(**{k: tuple(v) if k == "columns" else v for k, v in params.design().items()})
     record.update(tmp_path / "results" / record.FILE, design, params.seeds(), SEEDS)
@@ -96,23 +98,18 @@ def with_seeds(params: Path, seeds: list[int]) -> None:
     params.write_text(re.sub(r"^seeds:\n(  - \d+\n)+", f"seeds:\n{listed}", params.read_text(), flags=re.M))
 
 
-def write_table(path: Path, lines: list[dict[str, str]]) -> None:
-    with open(path, "w", encoding="utf-8", newline="") as f:
-        writer = csv.DictWriter(f, COLUMNS)
-        writer.writeheader()
-        writer.writerows(lines)
+def write_plan(path: Path, lines: list[dict[str, object]]) -> None:
+    """The plan the aggregate stage writes from these Table 3 rows (results/plan.json)."""
+    path.write_text(json.dumps(PlanRecord.of(lines).to_json()))
 
 
 def test_one_extension_edits_params_runs_repro_and_a_second_is_refused(project: Path, capsys):
-    table, params = project / "results" / "table3.csv", project / "params.yaml"
+    table, params = project / "results" / "plan.json", project / "params.yaml"
     lines = [
-        list(dict(line("A1", "difference", 5), verdict="reproduced", verdict_ppl="reproduced").values()),
-        list(line("A3", "equivalence", 8).values()),
+        dict(line("A1", "difference", 5), verdict="reproduced", verdict_ppl="reproduced"),
+        line("A3", "equivalence", 8),
     ]
-    final = (
-        "import csv, sys; w = csv.writer(open(sys.argv[1], 'w', newline='')); "
-        f"w.writerows([{list(COLUMNS)!r}, *{lines!r}])"
-    )
+    final = f"import sys; open(sys.argv[1], 'w').write({json.dumps(PlanRecord.of(lines).to_json())!r})"
     plan = run(
         params, table, dry=False, repro=(sys.executable, "-c", final, str(table)), record_path=record_of(project)
     )
@@ -142,7 +139,7 @@ def record_of(project: Path) -> Path:
 def test_a_design_changed_since_its_pilot_table_is_not_extended(project: Path):
     """The pilot's table froze the design's keys in its record: params.yaml edited afterwards (a larger cap, another
     margin) is refused, naming each change; restoring the keys makes the extension possible again."""
-    params, table = project / "params.yaml", project / "results" / "table3.csv"
+    params, table = project / "params.yaml", project / "results" / "plan.json"
     declared = params.read_text()
     params.write_text(
         declared.replace("max_seeds: 10", "max_seeds: 12").replace("margin_bleu: 0.5", "margin_bleu: 0.3")
@@ -162,7 +159,7 @@ def test_a_new_study_over_runs_already_shown_is_a_second_look(project: Path):
     """The extension's seeds moved into `seeds` and extra_seeds cleared, as if a new study began: its pilot would be
     runs the old study's tables showed, so the aggregate keeps the old record and the extension is refused. A new
     study on seeds no table has shown starts a record of its own."""
-    params, table, path = project / "params.yaml", project / "results" / "table3.csv", record_of(project)
+    params, table, path = project / "params.yaml", project / "results" / "plan.json", record_of(project)
     design = Design(pilot_seeds=(1, 2, 3))
     record.update(path, design, [1, 2, 3], {"base": [1, 2, 3, 4, 5], "A1": [1, 2, 3, 4, 5]})  # the extended table
     with_seeds(params, [1, 2, 3, 4, 5])
@@ -177,8 +174,8 @@ def test_a_new_study_over_runs_already_shown_is_a_second_look(project: Path):
 def test_dry_writes_nothing_and_the_cap_comes_from_params(project: Path, capsys):
     params = project / "params.yaml"
     before = params.read_text()
-    table = project / "results" / "table3.csv"
-    main(["--dry", "--params", str(params), "--table", str(table), "--record", str(record_of(project))])
+    table = project / "results" / "plan.json"
+    main(["--dry", "--params", str(params), "--plan", str(table), "--record", str(record_of(project))])
     assert params.read_text() == before
     assert "5 planned, has 3; + seeds 4 5" in capsys.readouterr().out
     params.write_text(before.replace("max_seeds: 10", "max_seeds: 6"))
@@ -198,9 +195,9 @@ def test_until_resolved_and_max_are_refused_with_the_reason(project: Path, capsy
 
 def test_without_a_table_it_says_to_run_dvc_repro(tmp_path: Path, repo_root: Path):
     shutil.copy(repo_root / "params.yaml", tmp_path / "params.yaml")
-    for missing in ("--table", "--record"):
+    for missing in ("--plan", "--record"):
         args = {
-            "--table": str(tmp_path / "t.csv"),
+            "--plan": str(tmp_path / "plan.json"),
             "--record": str(tmp_path / "r.json"),
             "--params": str(tmp_path / "params.yaml"),
         }

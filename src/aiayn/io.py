@@ -88,8 +88,9 @@ def atomic_write_text(path: Path | str, text: str) -> Path:
     return Path(path)
 
 
-def atomic_write_json(path: Path | str, obj: Any) -> None:
-    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
+def atomic_write_json(path: Path | str, obj: Any) -> Path:
+    """`obj` as indented JSON with sorted keys, written atomically; return the path."""
+    return atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
 
 
 def save_png(fig: Any, path: Path | str) -> Path:

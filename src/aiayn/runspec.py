@@ -46,6 +46,8 @@ LOCK = ".lock"
 STALE = "stale-checkpoints-"  # + a time stamp: checkpoints of another config, moved aside
 # The evaluate stage's folder: eval.json, the hypotheses, and a copy of `run_files()`.
 EVAL = "eval.json"
+PLAN = "plan.json"  # results/: Table 3's plan as the aggregate stage decided it (aiayn.report.decide.PlanRecord)
+TABLE3_CSV = "table3.csv"  # results/: Table 3 as CSV
 ENSEMBLE = "ensemble"  # evals/{row}/[{variant}/]ensemble/: Table 2's row as the ensemble of its seeds
 
 

@@ -5,6 +5,7 @@ refused. A temporary DVC repo, smoke scale."""
 from __future__ import annotations
 
 import csv
+import json
 import sys
 from pathlib import Path
 
@@ -30,16 +31,10 @@ def test_the_one_extension_runs_only_the_planned_seeds(tmp_path: Path, copy_proj
     helpers.dvc("repro", cwd=repo)
     # Smoke runs learn nothing, so their own plan means nothing: plant the plans a real pilot could give (D1 needs 3
     # seeds; E needs 60, out of reach at aggregate.max_seeds 3). The extension's aggregate rewrites it for real.
-    table = repo / "results" / "table3.csv"
-    with open(table, encoding="utf-8", newline="") as f:
-        lines = list(csv.DictReader(f))
-    planted = {"D1": "3", "E": "60"}
-    for line in lines:
-        line["seeds_planned"] = planted.get(line["row"], line["seeds_planned"])
-    with open(table, "w", encoding="utf-8", newline="") as f:
-        writer = csv.DictWriter(f, list(lines[0]))
-        writer.writeheader()
-        writer.writerows(lines)
+    table, plan = repo / "results" / "table3.csv", repo / "results" / "plan.json"
+    planned = json.loads(plan.read_text())
+    planned["rows"]["D1"]["seeds_planned"], planned["rows"]["E"]["seeds_planned"] = 3, 60
+    plan.write_text(json.dumps(planned))
 
     seed1 = repo / "runs" / "D1" / "seed1"
     finished = {f: f.read_bytes() for f in [seed1 / "train.json", *seed1.rglob("*.ckpt")]}
@@ -74,4 +69,4 @@ def test_the_one_extension_runs_only_the_planned_seeds(tmp_path: Path, copy_proj
     assert rows["D1"]["verdict_final"] == "True" and rows["E"]["verdict_final"] == "True"  # the extension was made
     assert "Running stage" not in helpers.dvc("repro", cwd=repo)  # the edited params.yaml is what DVC recorded
     with pytest.raises(SystemExit, match="one extension was made"):
-        extension_main(["--dry", "--params", str(repo / "params.yaml"), "--table", str(table)])
+        extension_main(["--dry", "--params", str(repo / "params.yaml"), "--plan", str(plan)])

@@ -218,6 +218,7 @@ def test_aggregate_writes_every_output(fabricated):
         "claims.png",
         "curves.csv",
         "learning_curves.png",
+        "plan.json",
         "sweep.csv",
         "sweep.md",
         "table2.csv",
@@ -257,7 +258,7 @@ def test_aggregate_writes_every_output(fabricated):
 def test_aggregate_without_any_run_or_reference(tmp_path):
     summary = write_tables(tmp_path / "runs", ["base", "A1"], [1, 2], {}, tmp_path / "results")
     assert summary["n_ok"] == 0 and summary["n_per_row"] == {"base": 0, "A1": 0}
-    assert len(summary["outputs"]) == 11 and all(
+    assert len(summary["outputs"]) == 12 and all(
         (tmp_path / "results" / n).stat().st_size > 0 for n in ("table3.csv", "table2.md", "learning_curves.png")
     )
     assert (tmp_path / "results" / "curves.csv").read_text() == "row,seed,run,step,val_loss,val_ppl\n"
@@ -295,3 +296,22 @@ def test_table3_shows_each_rows_runaways_and_how_its_dev_checkpoints_were_averag
     assert cells["A1"] == "4 (s2: 3, s3: 1)" and cells["base"] == "0" and cells["A3"] == "—"
     assert "from the average of its last 1 or 5 checkpoints (row.dev_average_last)" in md
     assert json.loads(json.dumps(table3_metrics(list(rows.values()))))["A1"]["dev_runaways"] == 4
+
+
+def test_the_plan_is_handed_over_typed_as_table3_decided_it(fabricated):
+    """results/plan.json holds, for every row but base, the plan Table 3's columns show (seeds planned, each claim's
+    test, difference of interest, margin, planning spread and verdict), read back into the same objects."""
+    from aiayn.report.decide import PlanRecord
+
+    out = fabricated["out"]
+    summary = write_tables(fabricated["runs"], fabricated["rows"], fabricated["seeds"], fabricated["refs"], out)
+    plan = PlanRecord.from_json(json.loads((out / "plan.json").read_text()))
+    assert plan == PlanRecord.of(summary["table3"]) and "base" not in plan.rows
+    rows = {r["row"]: r for r in summary["table3"]}
+    for row, entry in plan.rows.items():
+        assert entry.seeds_planned == rows[row].get("seeds_planned")
+        bleu = entry.claims["bleu"]
+        shown = (rows[row]["test"], rows[row]["verdict"], rows[row]["margin_bleu"])
+        assert (bleu.test, bleu.verdict, bleu.margin) == shown
+    with pytest.raises(ValueError, match="not a plan record"):
+        PlanRecord.from_json({"rows": {}}, "x.json")

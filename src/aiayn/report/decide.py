@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from aiayn.report.paper import paper_base_bleu, paper_base_ppl
@@ -271,3 +271,78 @@ def plan_extension(planned: Mapping[str, int | None], seeds: Mapping[str, Sequen
         if wanted:
             plan.adds = {BASE: wanted, **plan.adds}
     return plan
+
+
+@dataclass(frozen=True)
+class ClaimPlan:
+    """One claim of a row as the pilot planned it: its test (difference, equivalence...), the difference of
+    interest and margin at this setting, the spread it was planned from, the seeds it needs (None: out of reach or
+    nothing to plan) and its verdict."""
+
+    test: str | None
+    expected: float | None
+    margin: float | None
+    planning_sd: float | None
+    seeds_planned: int | None
+    verdict: str | None
+
+
+@dataclass(frozen=True)
+class RowPlan:
+    """A row's plan: the most seeds any of its claims needs within max_seeds (None: none planned), and each claim
+    (keyed by measure: "bleu", "ppl")."""
+
+    seeds_planned: int | None
+    claims: dict[str, ClaimPlan]
+
+
+@dataclass(frozen=True)
+class PlanRecord:
+    """What `decide` planned for every row but base, handed to the extension (python -m aiayn.extension) as the
+    aggregate stage wrote it (results/plan.json): typed, so that no reader spells the table's column names."""
+
+    family_level: float | None
+    rows: dict[str, RowPlan]
+
+    @classmethod
+    def of(cls, table: Sequence[Mapping[str, Any]]) -> PlanRecord:
+        """The plan in Table 3's rows (each `decide`'s columns of one row, "row" its name)."""
+        rows: dict[str, RowPlan] = {}
+        level = None
+        for line in table:
+            row = line["row"]
+            level = line.get("family_level", level)
+            if row == BASE:
+                continue
+            claims = {
+                m.name: ClaimPlan(
+                    test=line.get(m.key("test")),
+                    expected=line.get(m.expected),
+                    margin=line.get(m.margin),
+                    planning_sd=line.get(m.key("planning_sd")),
+                    seeds_planned=line.get(f"seeds_planned_{m.name}"),
+                    verdict=line.get(m.key("verdict")),
+                )
+                for m in MEASURES.values()
+                if line.get(m.key("test")) is not None
+            }
+            rows[row] = RowPlan(seeds_planned=line.get("seeds_planned"), claims=claims)
+        return cls(family_level=level, rows=rows)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], where: str = "plan.json") -> PlanRecord:
+        """The record written by `to_json`; a file of another shape is refused naming it."""
+        try:
+            rows = {
+                row: RowPlan(
+                    seeds_planned=entry["seeds_planned"],
+                    claims={name: ClaimPlan(**claim) for name, claim in entry["claims"].items()},
+                )
+                for row, entry in data["rows"].items()
+            }
+            return cls(family_level=data["family_level"], rows=rows)
+        except (KeyError, TypeError, AttributeError) as err:
+            raise ValueError(f"{where}: not a plan record ({err}); rerun `dvc repro` to rewrite it") from None

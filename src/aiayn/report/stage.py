@@ -85,6 +85,7 @@ RESULT_FILES = (
     "sweep.csv",
     "metrics.json",
     "curves.csv",
+    "plan.json",
     "design.json",
     "claims.png",
     "learning_curves.png",

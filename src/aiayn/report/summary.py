@@ -9,8 +9,9 @@ from typing import Any
 
 from aiayn import runspec
 from aiayn.curve import read_curve
-from aiayn.io import atomic_write_text, read_lines
+from aiayn.io import atomic_write_json, atomic_write_text, read_lines
 from aiayn.report.collect import RunRecord, Seeds, collect_runs, row_settings, seeds_by_row
+from aiayn.report.decide import PlanRecord
 from aiayn.report.paper import paper_table3
 from aiayn.report.plots import plot_claims, plot_learning_curves
 from aiayn.report.significance import Design
@@ -82,7 +83,8 @@ def write_tables(
     design: Design = Design(),
     design_changed: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """Write table3.{md,csv,tex}, table2.{md,csv,tex}, sweep.{md,csv}, claims.png and learning_curves.png.
+    """Write table3.{md,csv,tex}, table2.{md,csv,tex}, sweep.{md,csv}, plan.json (Table 3's plan, typed), claims.png
+    and learning_curves.png.
 
     `seeds` is one list for every row or each row's own (a row is compared with base on the seeds both have).
     refs maps a split ("valid", "test") to its reference file. Missing or failed runs are reported, never fatal.
@@ -114,6 +116,7 @@ def write_tables(
         *write_table2(table2, out_dir, context),
         *write_sweep(sweep, swept, out_dir),
         write_curves(curves, out_dir / "curves.csv"),
+        atomic_write_json(out_dir / runspec.PLAN, PlanRecord.of(table3).to_json()),
         plot_claims(table3, out_dir / "claims.png"),
         plot_learning_curves(curves, out_dir / "learning_curves.png", paper_perplexities(records, context)),
     ]
