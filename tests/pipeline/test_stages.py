@@ -410,3 +410,27 @@ def test_the_multi30k_reproduction_path_offline_from_a_mirror(shared_dir: Path, 
     stage("aggregate").run(compose([*overrides(tmp_path), *small, f"aggregate.params_file={tmp_path}/params.yaml"]))
     table2 = (tmp_path / "results" / "table2.md").read_text()
     assert "| Transformer-tiny (Wu et al. 2021) |" in table2 and "41.02" in table2 and "ConvS2S" not in table2
+
+
+def test_a_run_with_patience_resumed_midway_stops_where_it_would_have(workspace: Path, tmp_path: Path) -> None:
+    """The patience counter is saved with the run (Lightning's EarlyStopping state in last.ckpt): a run cut short
+    before its stop and resumed with the same settings stops at the same step with the same weights as one that ran
+    through."""
+    from aiayn.runspec import RunSpec
+
+    extra = ("train.patience=2", "train.val_every_steps=2", "train.lr_factor=30", "train.grad_clip=1")
+
+    def cfg(where: str, max_steps: int):
+        composed = compose(overrides(tmp_path / where, *extra, data=workspace / "data"))
+        composed.train.max_steps = max_steps  # as an edited conf file would: the same run folder, a later stop
+        return composed
+
+    through = stage("train").run(cfg("a", 40))
+    assert through["stopped"] == "patience"
+    assert stage("train").run(cfg("b", through["steps"] - 2))["stopped"] == "max_steps"
+    assert len(list((tmp_path / "b" / "runs" / "base").iterdir())) == 1  # one folder: the next run resumes it
+    resumed = stage("train").run(cfg("b", 40))
+    assert resumed["stopped"] == "patience" and resumed["steps"] == through["steps"]
+    assert resumed["val_loss"] == through["val_loss"] and resumed["best_val_loss"] == through["best_val_loss"]
+    a, b = (torch.load(RunSpec.of(cfg(d, 40)).checkpoints / "last.ckpt", weights_only=True)["state_dict"] for d in "ab")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
