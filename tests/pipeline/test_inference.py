@@ -4,14 +4,13 @@ command. Each is checked against a computation that does not share its code."""
 
 from __future__ import annotations
 
-import io
 import json
 import math
-import sys
 from pathlib import Path
 
 import pytest
 import torch
+from tests.pipeline.test_look_inside import _translate
 
 from aiayn import runspec
 from aiayn.decode.beam import length_penalty
@@ -21,7 +20,6 @@ from aiayn.decode.step import stepper
 from aiayn.inference import load
 from aiayn.io import read_lines
 from aiayn.runspec import RunSpec
-from aiayn.translate import main as translate_main
 
 
 def _run(workspace: Path, seed: int = 1) -> Path:
@@ -124,15 +122,6 @@ def test_alignment_rows_are_attention_over_the_source(workspace) -> None:
         model.align(sources[:1], references[:1], layer=3)
     with pytest.raises(ValueError, match="heads 0..3"):
         model.align(sources[:1], references[:1], head=4)
-
-
-def _translate(monkeypatch, capsys, lines: list[str], *args: str) -> tuple[int, list[str], str]:
-    capsys.readouterr()
-    stdin = io.TextIOWrapper(io.BytesIO("".join(line + "\n" for line in lines).encode("utf-8")), encoding="utf-8")
-    monkeypatch.setattr(sys, "stdin", stdin)
-    status = translate_main(list(args))
-    out = capsys.readouterr()
-    return status, out.out.split("\n")[:-1], out.err
 
 
 def test_the_translate_command_writes_nbest_lists_scores_and_alignments(workspace, monkeypatch, capsys, tmp_path):
