@@ -19,7 +19,6 @@ Run: python bench/lightning_overhead.py [--steps N] [--rounds R] [--warmup W] [-
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import statistics
 import time
 import warnings
@@ -29,6 +28,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from aiayn.config.schema import TrainConfig
+from aiayn.model.config import ModelConfig
 from aiayn.train.module import TranslationModule
 
 PAD, VOCAB = 0, 1000
@@ -56,7 +56,7 @@ def make_batches(n: int, sentences: int = 32, length: int = 24) -> list[dict]:
 
 def new_module() -> TranslationModule:
     torch.manual_seed(0)
-    return TranslationModule(model=MODEL, train=dataclasses.asdict(TrainConfig()), vocab_size=VOCAB, pad_id=PAD)
+    return TranslationModule(ModelConfig(**MODEL), TrainConfig(), vocab_size=VOCAB, pad_id=PAD)
 
 
 class PlainLoop:

@@ -1,18 +1,16 @@
 """DVC stage `aggregate`: Table 2 and Table 3 over every row and seed in results/, with plots.
 
-By hand: python pipeline/aggregate.py 'aggregate.rows=[base,A1]' 'aggregate.seeds=[1,2,3]'
+By hand: python pipeline/aggregate.py 'tables.rows=[base,A1]' 'tables.seeds=[1,2,3]'
 """
 
-from omegaconf import DictConfig
-
 from aiayn.config.cli import hydra_main
-from aiayn.config.resolve import prepare
+from aiayn.config.schema import Config
 
 
-def run(cfg: DictConfig) -> dict:
+def run(cfg: Config) -> dict:
     from aiayn.report.stage import tabulate
 
-    return tabulate(prepare(cfg))
+    return tabulate(cfg)
 
 
 if __name__ == "__main__":

@@ -1,19 +1,17 @@
 """DVC stage `attention_figures`: what base and big (seed 1) attend to in a few dev sentences, into results/attention/
 (aiayn.attention_figures). Beside aggregate, which reads JSON and text only: this stage reopens the models.
 
-By hand: python pipeline/attention_figures.py 'aggregate.rows=[base]' 'aggregate.seeds=[1]'
+By hand: python pipeline/attention_figures.py 'tables.rows=[base]' 'tables.seeds=[1]'
 """
 
-from omegaconf import DictConfig
-
 from aiayn.config.cli import hydra_main
-from aiayn.config.resolve import prepare
+from aiayn.config.schema import Config
 
 
-def run(cfg: DictConfig) -> list:
+def run(cfg: Config) -> list:
     from aiayn.attention_figures import stage
 
-    return stage(prepare(cfg))
+    return stage(cfg)
 
 
 if __name__ == "__main__":

@@ -3,16 +3,14 @@
 By hand: python pipeline/bpe.py data.vocab_size=4000
 """
 
-from omegaconf import DictConfig
-
 from aiayn.config.cli import hydra_main
-from aiayn.config.resolve import prepare
+from aiayn.config.schema import Config
 
 
-def run(cfg: DictConfig) -> dict:
+def run(cfg: Config) -> dict:
     from aiayn.data.stages import bpe
 
-    return bpe(prepare(cfg))
+    return bpe(cfg)
 
 
 if __name__ == "__main__":

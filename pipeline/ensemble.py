@@ -7,17 +7,15 @@ By hand: python pipeline/ensemble.py row=base seeds_from=seeds/base.yaml
 
 import sys
 
-from omegaconf import DictConfig
-
 from aiayn.config.cli import hydra_main, seeds_listed
-from aiayn.config.resolve import prepare
+from aiayn.config.schema import Config
 from aiayn.eval.ensemble import evaluate_ensemble
 
 SEEDS: list[int] = []
 
 
-def run(cfg: DictConfig) -> dict | None:
-    return evaluate_ensemble(prepare(cfg), SEEDS or [int(cfg.seed)])
+def run(cfg: Config) -> dict | None:
+    return evaluate_ensemble(cfg, SEEDS or [int(cfg.seed)])
 
 
 if __name__ == "__main__":

@@ -6,15 +6,13 @@ row's seeds on params.yaml's launcher, as for train.
 By hand: python pipeline/evaluate.py row=A1 seed=2 decode=greedy
 """
 
-from omegaconf import DictConfig
-
 from aiayn.config.cli import hydra_main
-from aiayn.config.resolve import prepare
+from aiayn.config.schema import Config
 from aiayn.eval.stage import evaluate  # imported before the launcher forks a seed's job (hydra/launcher=parallel)
 
 
-def run(cfg: DictConfig) -> dict:
-    return evaluate(prepare(cfg))
+def run(cfg: Config) -> dict:
+    return evaluate(cfg)
 
 
 if __name__ == "__main__":

@@ -3,16 +3,14 @@
 By hand: python pipeline/fetch.py data=synthetic   (or data=local data.path=..., data=multi30k, data=wmt14_en_de)
 """
 
-from omegaconf import DictConfig
-
 from aiayn.config.cli import hydra_main
-from aiayn.config.resolve import prepare
+from aiayn.config.schema import Config
 
 
-def run(cfg: DictConfig) -> dict:
+def run(cfg: Config) -> dict:
     from aiayn.data.stages import fetch
 
-    return fetch(prepare(cfg))
+    return fetch(cfg)
 
 
 if __name__ == "__main__":

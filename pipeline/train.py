@@ -6,15 +6,13 @@ the row's seeds, one stage per row (a Python start-up with Lightning costs secon
 finished is skipped. By hand: python pipeline/train.py row=A1 seed=2     Sweep: python pipeline/train.py -m seed=1,2,3
 """
 
-from omegaconf import DictConfig
-
 from aiayn.config.cli import hydra_main
-from aiayn.config.resolve import prepare
+from aiayn.config.schema import Config
 from aiayn.train.fit import train  # imported before the launcher forks a seed's job (hydra/launcher=parallel)
 
 
-def run(cfg: DictConfig) -> dict:
-    return train(prepare(cfg))
+def run(cfg: Config) -> dict:
+    return train(cfg)
 
 
 if __name__ == "__main__":

@@ -7,15 +7,13 @@ folder's chosen.json, table.md and decode/tuned.yaml always reflect every settin
 Use the choice: python pipeline/evaluate.py row=base seed=1 --config-dir decode_tuning/base/seed1 decode=tuned
 """
 
-from omegaconf import DictConfig
-
 from aiayn.config.cli import hydra_main
-from aiayn.config.resolve import prepare
+from aiayn.config.schema import Config
 from aiayn.eval.tuning import tune_setting  # imported before the launcher forks a seed's job (hydra/launcher=parallel)
 
 
-def run(cfg: DictConfig) -> dict:
-    return tune_setting(prepare(cfg))
+def run(cfg: Config) -> dict:
+    return tune_setting(cfg)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ refuses (a second extension, a design changed since its pilot, a second look, --
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import shutil
@@ -62,7 +63,7 @@ def test_rows_planned_for_more_seeds_within_max_get_them_and_base_gets_every_one
     plan = plan_extension(planned_seeds(PlanRecord.of(TABLE)), SEEDS, max_seeds=10)
     assert plan.adds == {"base": [4, 5, 6, 7, 8], "A1": [4, 5], "A3": [4, 5, 6, 7, 8]}
     assert plan.why["A1"] == "5 planned, has 3" and plan.why["C1"] == "2 planned, has 3: its verdict is final"
-    assert "12 planned > aggregate.max_seeds 10" in plan.why["C3"] and "not planned" in plan.why["A2"]
+    assert "12 planned > design.max_seeds 10" in plan.why["C3"] and "not planned" in plan.why["A2"]
     capped = plan_extension(planned_seeds(PlanRecord.of(TABLE)), SEEDS, max_seeds=6)
     assert capped.adds == {"base": [4, 5], "A1": [4, 5]}
 
@@ -87,7 +88,7 @@ def project(repo_root: Path, tmp_path: Path) -> Path:
     (tmp_path / "results").mkdir()
     write_plan(tmp_path / "results" / "plan.json", TABLE)
     params = Params.read(tmp_path / "params.yaml")
-    design = Design(**{k: tuple(v) if k == "columns" else v for k, v in params.design().items()})
+    design = Design(**dataclasses.asdict(params.design()))
     record.update(tmp_path / "results" / record.FILE, design, params.seeds(), SEEDS)
     return tmp_path
 
@@ -147,9 +148,7 @@ def test_a_design_changed_since_its_pilot_table_is_not_extended(project: Path):
     with pytest.raises(ValueError) as refused:
         run(params, table, dry=True, record_path=record_of(project))
     text = str(refused.value)
-    assert (
-        "aggregate.margin_bleu: 0.5 in the record, 0.3 now" in text and "aggregate.max_seeds: 10 in the record" in text
-    )
+    assert "design.margin_bleu: 0.5 in the record, 0.3 now" in text and "design.max_seeds: 10 in the record" in text
     assert "a design changed after its pilot was seen is not the design's test" in text
     params.write_text(declared)
     assert run(params, table, dry=True, record_path=record_of(project)).adds
@@ -180,7 +179,7 @@ def test_dry_writes_nothing_and_the_cap_comes_from_params(project: Path, capsys)
     assert "5 planned, has 3; + seeds 4 5" in capsys.readouterr().out
     params.write_text(before.replace("max_seeds: 10", "max_seeds: 6"))
     record_of(project).unlink()  # a cap declared before the pilot's table: a record that says 6
-    design = Design(**{k: tuple(v) if k == "columns" else v for k, v in Params.read(params).design().items()})
+    design = Design(**dataclasses.asdict(Params.read(params).design()))
     record.update(record_of(project), design, [1, 2, 3], SEEDS)
     assert run(params, table, dry=True, record_path=record_of(project)).adds == {"base": [4, 5], "A1": [4, 5]}
 
@@ -190,7 +189,7 @@ def test_until_resolved_and_max_are_refused_with_the_reason(project: Path, capsy
         with pytest.raises(SystemExit):
             main([*flag, "--params", str(project / "params.yaml")])
     err = capsys.readouterr().err
-    assert "optional stopping" in err and "aggregate.max_seeds in params.yaml" in err
+    assert "optional stopping" in err and "design.max_seeds in params.yaml" in err
 
 
 def test_without_a_table_it_says_to_run_dvc_repro(tmp_path: Path, repo_root: Path):

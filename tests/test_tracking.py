@@ -6,13 +6,14 @@ import pytest
 
 from aiayn import tracking
 from aiayn.config.composition import compose
+from aiayn.config.resolve import prepare
 
 
 @pytest.mark.parametrize("var", ["RANK", "LOCAL_RANK", "NODE_RANK", "SLURM_PROCID"])
 def test_other_ranks_open_no_wandb_run(monkeypatch, tmp_path, var: str) -> None:
     monkeypatch.setenv(var, "1")
     assert not tracking.is_rank_zero()
-    assert tracking.start_run(compose([f"logger.dir={tmp_path}"]), job_type="train") is None
+    assert tracking.start_run(prepare(compose([f"logger.dir={tmp_path}"])), job_type="train") is None
     assert not (tmp_path / "wandb").exists()
 
 

@@ -36,16 +36,13 @@ import numpy as np
 from aiayn import runspec
 from aiayn.attention_drawing import plot_attention_grid, plot_attention_lines
 from aiayn.config.params import rows_and_seeds
-from aiayn.config.resolve import typed
-from aiayn.config.schema import AggregateConfig
+from aiayn.config.schema import Config
 from aiayn.data import synthetic_lexicon as lx
 from aiayn.io import read_lines
 from aiayn.runspec import RunSpec
 from aiayn.translate import positive
 
 if TYPE_CHECKING:
-    from omegaconf import DictConfig
-
     from aiayn.eval.trained import OpenedRun
 
 log = logging.getLogger(__name__)
@@ -121,7 +118,9 @@ def look(run: OpenedRun, sentence: str) -> Looked:
     src = source_ids(tokenizer, [sentence], model.cfg.max_positions)[0]
     if not src:
         raise ValueError(f"{sentence!r} has no tokens to attend over; give a sentence")
-    output = search_with(run.cfg, model, tokenizer, [sentence], run.device, "attention")[0]
+    output = search_with(
+        run.cfg.decode, decode_precision(run.cfg), model, tokenizer, [sentence], run.device, "attention"
+    )[0]
     with (
         torch.inference_mode(),
         autocast(decode_precision(run.cfg), run.device),
@@ -205,7 +204,7 @@ def dev_figures(
             except (FileNotFoundError, ValueError) as err:
                 log.warning("no attention figures of %s: %s", spec.shown(spec.run_dir), err)
                 continue
-            dev_average = max(1, int(recorded.row.get("dev_average_last") or 0))  # absent from older runs' records
+            dev_average = max(1, recorded.row.dev_average_last)
             run = open_run(spec.run_dir, average=dev_average, bpe_dir=bpe_dir)
             for index, feature in picked:
                 looked = look(run, sources[index])
@@ -218,11 +217,11 @@ def dev_figures(
     return written
 
 
-def stage(cfg: DictConfig) -> list[Path]:
+def stage(cfg: Config) -> list[Path]:
     """The attention_figures stage: results/attention/ holds what FIGURE_ROWS (seed FIGURE_SEED, of the variant the
     tables show, when they are among params.yaml's rows and their runs finished) attend to in the dev sentences
     `pick_sentences` chooses, and no other PNG."""
-    rows, seeds, _ = rows_and_seeds(typed(cfg.aggregate, AggregateConfig))
+    rows, seeds, _ = rows_and_seeds(cfg.tables)
     specs = [
         RunSpec.for_row(row, FIGURE_SEED, dict(cfg.variant), cfg.paths.runs, cfg.paths.evals)
         for row in FIGURE_ROWS
@@ -241,7 +240,7 @@ def stage(cfg: DictConfig) -> list[Path]:
     return written
 
 
-def _log(cfg: DictConfig, figures: list[Path]) -> None:
+def _log(cfg: Config, figures: list[Path]) -> None:
     """The figures as images of one wandb run of job_type attention_figures, beside the aggregate's."""
     from aiayn import tracking
 

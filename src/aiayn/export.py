@@ -27,6 +27,7 @@ Refused, naming the setting: anything these formats cannot compute exactly (`unm
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import json
 import logging
@@ -47,8 +48,8 @@ from aiayn.model.config import ModelConfig
 
 if TYPE_CHECKING:
     import torch
-    from omegaconf import DictConfig
 
+    from aiayn.config.schema import Config
     from aiayn.model.transformer import Transformer
 
 log = logging.getLogger(__name__)
@@ -573,7 +574,7 @@ def departures() -> list[str]:
     return re.findall(r"^### (\S+)", DEPARTURES.read_text(encoding="utf-8"), flags=re.MULTILINE)
 
 
-def find_evaluation(run_cfg: DictConfig) -> Path | None:
+def find_evaluation(run_cfg: Config) -> Path | None:
     """The evaluate stage's eval.json of the run `run_cfg` (its config.yaml) describes, where it exists
     (aiayn.runspec.RunSpec.eval_dir, relative paths from the working folder)."""
     try:
@@ -751,11 +752,9 @@ def export_run(
     out = Path(out)
     if out.exists() and not force and (not out.is_dir() or any(out.iterdir())):
         raise FileExistsError(f"{out} exists; give another folder, or --force to replace it")
-    from omegaconf import OmegaConf
-
     from aiayn.eval.trained import finished_run, open_run
 
-    check_exportable(_recorded_model(finished_run(run_dir)), target)
+    check_exportable(finished_run(run_dir).model, target)
     opened = open_run(run_dir, average=average, bpe_dir=bpe_dir)
     model = opened.model.cpu().float().eval()
     spm_model = Path(opened.cfg.paths.bpe if bpe_dir is None else bpe_dir) / runspec.TOKENIZER
@@ -764,13 +763,13 @@ def export_run(
         run=str(run_dir),
         row=str(opened.cfg.row.name),
         seed=opened.cfg.seed,
-        variant=OmegaConf.to_container(opened.cfg.variant) if "variant" in opened.cfg else {},
+        variant=dict(opened.cfg.variant),
         checkpoints=[p.name for p in opened.checkpoints],
         evaluation=json.loads(evaluation_path.read_text(encoding="utf-8")) if evaluation_path else None,
         evaluation_path=str(evaluation_path) if evaluation_path else None,
-        src_lang=str(opened.cfg.data.get("src_lang", "en")),
-        tgt_lang=str(opened.cfg.data.get("tgt_lang", "de")),
-        decode=OmegaConf.to_container(opened.cfg.decode),
+        src_lang=opened.cfg.data.src_lang,
+        tgt_lang=opened.cfg.data.tgt_lang,
+        decode=dataclasses.asdict(opened.cfg.decode),
     )
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.export-"))
@@ -802,17 +801,6 @@ def _share(folder: Path) -> None:
     os.umask(umask)
     for path in [folder, *folder.rglob("*")]:
         os.chmod(path, (0o777 if path.is_dir() else 0o666) & ~umask)
-
-
-def _recorded_model(cfg: DictConfig) -> ModelConfig:
-    """The model config a run's config.yaml records (to refuse an unexportable run before loading its weights)."""
-    from omegaconf import OmegaConf
-
-    from aiayn.model.config import recorded
-
-    values = OmegaConf.to_container(cfg.model)
-    assert isinstance(values, dict)
-    return recorded({str(k): v for k, v in values.items()})
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,7 +5,7 @@ table plans each row's seeds (its `seeds_planned`: the most any of its claims, d
 over typed in results/plan.json, aiayn.report.decide.PlanRecord) from the median of the rows' spreads and each
 claim's difference of interest, never from the row's own observed difference. It extends only the study its design
 record (results/design.json) describes. This command gives every row whose plan asks for more seeds than it has, and
-at most `aggregate.max_seeds`, the seeds it lacks (and base every seed a row gets: differences are paired by seed),
+at most `design.max_seeds`, the seeds it lacks (and base every seed a row gets: differences are paired by seed),
 writes them to params.yaml's `extra_seeds` and runs `dvc repro`. The table it leaves is the design's one test. It
 extends once: retesting after every round and adding seeds until a row is resolved (optional stopping) would make
 the verdicts wrong far more often than `alpha`.
@@ -58,7 +58,7 @@ def describe(plan: Plan, record_: PlanRecord, max_seeds: int) -> str:
     spreads = ", ".join(f"{CLAIM_NAMES[name]} {_shown(sd, '.3g')}" for name, sd in spread.items())
     lines = [
         f"planned from the pilot: the rows' spread of paired differences (BLEU; log PPL) {spreads}; every claim "
-        f"decided by its family interval at level {_shown(level, '.4f')}; aggregate.max_seeds {max_seeds}"
+        f"decided by its family interval at level {_shown(level, '.4f')}; design.max_seeds {max_seeds}"
     ]
     for row, entry in record_.rows.items():
         aims = [_aim(CLAIM_NAMES[name], claim, level, max_seeds) for name, claim in entry.claims.items() if claim.test]
@@ -114,11 +114,11 @@ def run(
     if refused:
         raise ValueError(refused)
     pilot = read_plan(plan_path)
-    max_seeds = int(design["max_seeds"])
+    max_seeds = design.max_seeds
     plan = plan_extension(planned_seeds(pilot), declared.seeds_per_row(), max_seeds)
     print(describe(plan, pilot, max_seeds), flush=True)
     if not plan.adds:
-        print("nothing to run: no row's plan asks for more seeds within aggregate.max_seeds; every verdict is final")
+        print("nothing to run: no row's plan asks for more seeds within design.max_seeds; every verdict is final")
         return plan
     if dry:
         print(f"dry run: {params} unchanged, `dvc repro` not run")
@@ -160,7 +160,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             "seeds the pilot plans: `python -m aiayn.extension` (docs/verdicts.md)"
         )
     if args.max is not None:
-        parser.error("--max is declared with the design, before the runs: set aggregate.max_seeds in params.yaml")
+        parser.error("--max is declared with the design, before the runs: set design.max_seeds in params.yaml")
     try:
         run(args.params, args.plan, args.dry, record_path=args.record)
     except (FileNotFoundError, ValueError, subprocess.CalledProcessError) as err:

@@ -10,6 +10,7 @@ that change no output at all without declaring them.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import hashlib
 import json
 from collections.abc import Iterator, Mapping
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from aiayn import runspec
-from aiayn.config.schema import TrainConfig
+from aiayn.config.schema import Config, TrainConfig, averaged
 from aiayn.marks import marked
 
 
@@ -60,20 +61,18 @@ def _resumable_across() -> set[str]:
     return {*marked(TrainConfig, "observed"), "max_steps"}
 
 
-def fingerprint(cfg, bpe_dir: Path) -> dict[str, Any]:
+def fingerprint(cfg: Config, bpe_dir: Path) -> dict[str, Any]:
     """What a checkpoint must share with this run to be resumed by it: the row, the seed, every model setting and
     every train setting but the run's length and how it is watched (its checkpoint cadence too, unless the row
     averages checkpoints), the code the train stage executes, the tokenizer and the encoded data."""
-    from aiayn.config.resolve import averaged, plain
-
     averages = averaged(cfg.row) > 1  # else its checkpoint cadence changes none of its numbers
     skip = _resumable_across() | (set() if averages else set(marked(TrainConfig, "averaging")))
     return {
         "code_sha256": code_digest(TRAIN_ENTRY),
         "row": cfg.row.name,
         "seed": int(cfg.seed),
-        "model": plain(cfg.model),
-        "train": {k: v for k, v in plain(cfg.train).items() if k not in skip},
+        "model": dataclasses.asdict(cfg.model),
+        "train": {k: v for k, v in dataclasses.asdict(cfg.train).items() if k not in skip},
         "data": {"name": cfg.data.name, **data_digest(Path(bpe_dir))},
     }
 

@@ -15,12 +15,12 @@ settings give the evaluate stage's hypotheses.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf
-
+from aiayn.config.schema import DecodeConfig
 from aiayn.decode import forced
 from aiayn.decode.forced import Alignment, Score
 from aiayn.decode.search import autocast
@@ -65,23 +65,23 @@ class Translator:
     def _model(self):
         return self.models[0] if len(self.runs) == 1 else self.models
 
-    def settings(self, beam: int | None = None, alpha: float | None = None, greedy: bool = False) -> DictConfig:
-        """The config decoding uses: the first run's, with the decode settings given here changed."""
-        changes: dict[str, object] = {"strategy": "greedy"} if greedy else {}
+    def settings(self, beam: int | None = None, alpha: float | None = None, greedy: bool = False) -> DecodeConfig:
+        """The decode settings used: the first run's, with those given here changed."""
+        decode = self.cfg.decode
+        if greedy:
+            decode = dataclasses.replace(decode, strategy="greedy")
         if beam is not None:
-            changes |= {"strategy": "beam", "beam_size": beam}
+            decode = dataclasses.replace(decode, strategy="beam", beam_size=beam)
         if alpha is not None:
-            changes["length_penalty"] = alpha
-        merged = OmegaConf.merge(self.cfg, {"decode": changes})
-        assert isinstance(merged, DictConfig), "a DictConfig merged with a dict is one"
-        return merged
+            decode = dataclasses.replace(decode, length_penalty=alpha)
+        return decode
 
     def translate(
         self, lines: Sequence[str], *, beam: int | None = None, alpha: float | None = None, greedy: bool = False
     ) -> list[str]:
         """One translation per line, in order (an empty line stays empty)."""
-        cfg = self.settings(beam, alpha, greedy)
-        ids = search_with(cfg, self._model(), self.tokenizer, list(lines), self.device, "translate")
+        decode, precision = self.settings(beam, alpha, greedy), decode_precision(self.cfg)
+        ids = search_with(decode, precision, self._model(), self.tokenizer, list(lines), self.device, "translate")
         return self.tokenizer.decode(ids)
 
     def nbest(
@@ -89,8 +89,8 @@ class Translator:
     ) -> list[list[Candidate]]:
         """Each line's `n` best hypotheses of beam search (beam: the run's beam size, at least n), best first;
         the first is `translate`'s output."""
-        cfg = self.settings(max(n, beam or self.cfg.decode.beam_size), alpha)
-        found = nbest_with(cfg, self._model(), self.tokenizer, list(lines), self.device, n)
+        decode, precision = self.settings(max(n, beam or self.cfg.decode.beam_size), alpha), decode_precision(self.cfg)
+        found = nbest_with(decode, precision, self._model(), self.tokenizer, list(lines), self.device, n)
         return [
             [
                 Candidate(text, h.tokens, h.logprob, h.score)

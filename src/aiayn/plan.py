@@ -46,9 +46,9 @@ def anchors() -> dict[str, ModelConfig]:
     """The sizes devices.yaml's MFUs were measured at: Table 3's base (the model schema's defaults) and big
     (conf/row/big.yaml at the paper's scale)."""
     from aiayn.config.composition import compose
-    from aiayn.config.resolve import prepare, typed
+    from aiayn.config.resolve import prepare
 
-    return {"base": ModelConfig(), "big": typed(prepare(compose(["scale=paper", "row=big"])).model, ModelConfig)}
+    return {"base": ModelConfig(), "big": prepare(compose(["scale=paper", "row=big"])).model}
 
 
 def corpus(data: str, vocab: int, bpe_dir: Path) -> dict[str, Any]:
@@ -130,7 +130,7 @@ def plan(
     """One record per row (its seeds, steps, FLOPs, hours) and the totals, for params.yaml's values (`source`
     names them in errors)."""
     from aiayn.config.composition import compose
-    from aiayn.config.resolve import prepare, typed
+    from aiayn.config.resolve import prepare
 
     read = Params.of(params, source)
     groups = [f"{k}={v}" for k in ("scale", "data", "trainer") if (v := getattr(read.values, k)) is not None]
@@ -138,7 +138,7 @@ def plan(
     records, corpora = [], {}
     for row in seeds:  # params.yaml's rows, validated
         cfg = prepare(compose([*groups, f"row={row}", *overrides]))
-        model, vocab = typed(cfg.model, ModelConfig), int(cfg.data.vocab_size)
+        model, vocab = cfg.model, int(cfg.data.vocab_size)
         if (cfg.data.name, vocab) not in corpora:  # every row of a pipeline usually shares one
             corpora[cfg.data.name, vocab] = corpus(cfg.data.name, vocab, bpe_dir)
         data = corpora[cfg.data.name, vocab]

@@ -18,8 +18,8 @@ from typing import Any
 import torch
 
 from aiayn.config.composition import CONF_DIR, compose
-from aiayn.config.resolve import prepare, typed
-from aiayn.config.schema import ROW_GROUPS, ModelConfig
+from aiayn.config.resolve import prepare
+from aiayn.config.schema import ROW_GROUPS, ModelConfig, RowConfig
 from aiayn.model.transformer import Transformer
 from aiayn.report.paper import paper_table3
 
@@ -41,9 +41,14 @@ def count_parameters(model: ModelConfig, vocab_size: int) -> int:
         return Transformer(model, vocab_size).num_parameters()
 
 
-def changes(row: Any) -> dict[str, Any]:
+def changes(row: RowConfig) -> dict[str, Any]:
     """The keys a row's patch sets, dotted (model.d_model), in the paper's units as the row file gives them."""
-    return {f"{group}.{k}": v for group in ROW_GROUPS for k, v in row[group].items() if v is not None}
+    return {
+        f"{group}.{k}": v
+        for group in ROW_GROUPS
+        for k, v in dataclasses.asdict(getattr(row, group)).items()
+        if v is not None
+    }
 
 
 def describe_rows(scale: str, vocab_size: int, overrides: Sequence[str] = ()) -> list[dict[str, Any]]:
@@ -52,7 +57,7 @@ def describe_rows(scale: str, vocab_size: int, overrides: Sequence[str] = ()) ->
     records = []
     for name in row_names():
         cfg = prepare(compose([f"scale={scale}", f"row={name}", *overrides]))
-        model = typed(cfg.model, ModelConfig)
+        model = cfg.model
         params = count_parameters(model, vocab_size)
         ref = cfg.row.paper.table3
         records.append(
@@ -62,7 +67,7 @@ def describe_rows(scale: str, vocab_size: int, overrides: Sequence[str] = ()) ->
                 "tables": list(cfg.row.tables),
                 "changes": changes(cfg.row),
                 **{k: getattr(model, k) for k in SHOWN_MODEL},
-                **{k: cfg.train[k] for k in SHOWN_TRAIN},
+                **{k: getattr(cfg.train, k) for k in SHOWN_TRAIN},
                 "average_last": cfg.row.average_last,
                 "params_m": round(params / 1e6, 2),
                 "paper_params_m": paper[ref].get("params_m") if ref in paper else None,

@@ -18,13 +18,11 @@ import netrc
 import os
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
-
-from aiayn.config.schema import SECRET_KEY
+from aiayn.config.schema import SECRET_KEY, Config, refuse_credentials
 
 log = logging.getLogger(__name__)
 
@@ -48,22 +46,10 @@ def scrub(obj: Any, secrets: list[str] | None = None) -> Any:
     return obj
 
 
-def refuse_secrets(cfg: DictConfig) -> None:
-    """Refuse a config holding a credential-like key (e.g. `+logger.api_key=...`): it would be saved with the run."""
-
-    def keys(node: Any, prefix: str = "") -> list[str]:
-        if not isinstance(node, dict):
-            return []
-        return [f"{prefix}{k}" for k in node if SECRET_KEY.search(str(k))] + [
-            found for k, v in node.items() for found in keys(v, f"{prefix}{k}.")
-        ]
-
-    found = keys(OmegaConf.to_container(cfg, resolve=False))
-    if found:
-        raise ValueError(
-            f"config key {found[0]} looks like a credential; credentials come from the environment "
-            f"(WANDB_API_KEY) or `wandb login`, never the config, which is saved with every run"
-        )
+def refuse_secrets(cfg: Config) -> None:
+    """Refuse a config holding a credential-like key (a variant's, say): it would be saved with the run
+    (aiayn.config.schema.refuse_credentials; prepare checks the composed config the same way)."""
+    refuse_credentials(asdict(cfg))
 
 
 def has_credentials() -> bool:
@@ -91,16 +77,14 @@ def is_rank_zero() -> bool:
     return all(os.environ.get(k, "0") == "0" for k in ("RANK", "LOCAL_RANK", "NODE_RANK", "SLURM_PROCID"))
 
 
-def run_name(cfg: DictConfig, job_type: str = "train") -> str:
+def run_name(cfg: Config, job_type: str = "train") -> str:
     """ "{row}-s{seed}", with the variant's folder name between for a variant (base-lr_factor=2-s1)."""
     from aiayn.runspec import RunSpec
 
     return RunSpec.of(cfg).name(job_type)
 
 
-def start_run(
-    cfg: DictConfig, job_type: str, name: str | None = None, group: str | None = None, run_id: str | None = None
-):
+def start_run(cfg: Config, job_type: str, name: str | None = None, group: str | None = None, run_id: str | None = None):
     """Start a wandb run for this job, or return None (with a warning) when wandb is off or fails. With `run_id`, a
     run of that id continues where it stopped (resume="allow"), its metrics against trainer/global_step.
 
@@ -110,7 +94,7 @@ def start_run(
     try:
         import wandb
 
-        config = scrub(OmegaConf.to_container(cfg, resolve=True))
+        config = scrub(asdict(cfg))
         Path(cfg.logger.dir).mkdir(parents=True, exist_ok=True)
         run = wandb.init(
             project=cfg.logger.project,
@@ -256,7 +240,7 @@ def use_inputs(run, specs: Iterable[ArtifactSpec]) -> dict[str, str]:
     return inputs
 
 
-def checkpoint_artifact(cfg: DictConfig) -> ArtifactSpec:
+def checkpoint_artifact(cfg: Config) -> ArtifactSpec:
     """A training run's output: its checkpoints folder, by reference unless logger.upload_checkpoints."""
     from aiayn.runspec import RunSpec
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from hydra.errors import ConfigCompositionException
-from omegaconf.errors import ReadonlyConfigError, ValidationError
+from omegaconf.errors import ValidationError
 
 from aiayn.config.composition import CONF_DIR, compose
 from aiayn.config.resolve import ConfigError, prepare
@@ -145,13 +145,18 @@ def test_values_that_cannot_run_are_refused_with_their_key(override: str, key: s
         prepare(compose(override.split()))
 
 
-def test_prepared_config_is_read_only_and_resolved() -> None:
+def test_prepared_config_is_the_typed_tree_resolved() -> None:
+    """prepare() builds the schema's dataclasses once, the row applied and interpolations resolved: every group a
+    component takes is its schema's type."""
+    from aiayn.config.schema import Config, DecodeConfig, RowConfig, TrainConfig
+    from aiayn.model.config import ModelConfig
     from aiayn.runspec import RunSpec
 
-    cfg = prepare(compose(["row=A2", "seed=7"]))
+    cfg = prepare(compose(["row=A2", "seed=7", "paths.results=${paths.runs}/out"]))
     assert RunSpec.of(cfg).run_dir == Path("runs") / "A2" / "seed7"
-    with pytest.raises(ReadonlyConfigError):
-        cfg.model.d_model = 3
+    assert isinstance(cfg, Config) and isinstance(cfg.row, RowConfig) and isinstance(cfg.decode, DecodeConfig)
+    assert isinstance(cfg.model, ModelConfig) and isinstance(cfg.train, TrainConfig)
+    assert cfg.paths.results == "runs/out"
 
 
 def test_credential_overrides_are_refused_before_hydra_saves_them() -> None:

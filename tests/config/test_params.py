@@ -130,20 +130,20 @@ def test_the_shipped_params_file_lists_every_overridable_key_of_the_schemas_as_n
     import dataclasses
 
     from aiayn.config.params import _hydra_value
-    from aiayn.config.schema import DESIGN_KEYS, ROW_GROUPS, AggregateConfig
+    from aiayn.config.schema import DESIGN_KEYS, ROW_GROUPS, DesignConfig
 
     params = yaml.safe_load((repo_root / "params.yaml").read_text())
     for group, schema in ROW_GROUPS.items():
         assert list(params[group]) == [f.name for f in dataclasses.fields(schema)], group
         assert all(v is None for v in params[group].values())
     # Table 3's design is declared in the file, at the schema's defaults (so the stages run as without it).
-    defaults = AggregateConfig()
-    assert list(params["aggregate"]) == list(DESIGN_KEYS)
-    assert params["aggregate"] == {key: getattr(defaults, key) for key in DESIGN_KEYS}
+    defaults = DesignConfig()
+    assert list(params["design"]) == list(DESIGN_KEYS)
+    assert params["design"] == {key: getattr(defaults, key) for key in DESIGN_KEYS}
     assert Params.read(repo_root / "params.yaml").overrides() == [
-        f"aggregate.{k}={_hydra_value(v)}" for k, v in params["aggregate"].items() if v is not None
+        f"design.{k}={_hydra_value(v)}" for k, v in params["design"].items() if v is not None
     ]
-    assert "aggregate.columns=['bleu','ppl']" in Params.read(repo_root / "params.yaml").overrides()
+    assert "design.columns=['bleu','ppl']" in Params.read(repo_root / "params.yaml").overrides()
 
 
 def test_the_override_blocks_are_generated_from_the_schema(repo_root: Path, tmp_path: Path) -> None:

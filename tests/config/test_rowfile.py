@@ -92,7 +92,7 @@ RUNS_WITH = {
 
 
 def flat(cfg) -> dict[tuple[str, str], object]:
-    return {(group, key): cfg[group][key] for group in ROW_GROUPS for key in cfg[group]}
+    return {(group, k): v for group in ROW_GROUPS for k, v in dataclasses.asdict(getattr(cfg, group)).items()}
 
 
 @pytest.mark.parametrize("group, key", FIELDS, ids=[f"{g}.{k}" for g, k in FIELDS])

@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from aiayn.config.composition import CONF_DIR, compose
+from aiayn.config.resolve import prepare
 from aiayn.data.download import ChecksumError, DownloadError
 from aiayn.data.sources import multi30k
 from aiayn.data.sources.catalog import MULTI30K, WMT14, TextPairSpec
@@ -129,9 +130,11 @@ def test_the_fetch_stage_downloads_verifies_and_caches(corpus, tmp_path, monkeyp
     with http_server.FileServer(corpus.files) as server:
 
         def cfg(raw: str):
-            return compose(
-                ["data=multi30k", f"paths.raw={tmp_path / raw}", f"data.cache_dir={tmp_path / 'cache'}"]
-                + [f"data.mirror={server.url}", "data.download.backoff_s=0", "data.download.backoff_max_s=0"]
+            return prepare(
+                compose(
+                    ["data=multi30k", f"paths.raw={tmp_path / raw}", f"data.cache_dir={tmp_path / 'cache'}"]
+                    + [f"data.mirror={server.url}", "data.download.backoff_s=0", "data.download.backoff_max_s=0"]
+                )
             )
 
         stats = run(cfg("raw"))
@@ -266,7 +269,7 @@ def test_the_literatures_tokenised_form_is_fetched_verified_and_kept_line_for_li
         ["data=multi30k_tok", f"paths.raw={tmp_path / 'raw'}", f"data.mirror={mirror}"]
         + [f"data.cache_dir={tmp_path / 'cache'}"]
     )
-    stats = fetch_stage()(cfg)
+    stats = fetch_stage()(prepare(cfg))
     raw = tmp_path / "raw"
     assert stats["test_set"] == MULTI30K_TOK.test.description and stats["valid"]["kept"] == 1014
     for split, name in (("test", "test_2016_flickr"), ("valid", "val")):
@@ -277,13 +280,15 @@ def test_the_literatures_tokenised_form_is_fetched_verified_and_kept_line_for_li
     (mirror / "multi30k-val.lc.norm.tok.de").write_text("tampered\n")
     with pytest.raises(ChecksumError, match=r"multi30k-val\.lc\.norm\.tok\.de"):
         fetch_stage()(
-            compose(
-                [
-                    "data=multi30k",
-                    "data.form=lc.norm.tok",
-                    f"paths.raw={tmp_path / 'r2'}",
-                    f"data.mirror={mirror}",
-                    f"data.cache_dir={tmp_path / 'cache2'}",
-                ]
+            prepare(
+                compose(
+                    [
+                        "data=multi30k",
+                        "data.form=lc.norm.tok",
+                        f"paths.raw={tmp_path / 'r2'}",
+                        f"data.mirror={mirror}",
+                        f"data.cache_dir={tmp_path / 'cache2'}",
+                    ]
+                )
             )
         )

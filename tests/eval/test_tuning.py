@@ -138,7 +138,7 @@ def swept(tmp_path_factory) -> Path:
     """fetch -> bpe -> train at smoke scale, then the 2x2 sweep through the real Hydra multirun entry point."""
     tmp = tmp_path_factory.mktemp("tune")
     for name in ("fetch", "bpe", "train"):
-        stage(name).run(compose(overrides(tmp)))
+        stage(name).run(prepare(compose(overrides(tmp))))
     # One intra-op thread: tiny tensors on shared cores decode several times faster than with a contended pool.
     env = dict(os.environ, WANDB_MODE="offline", HYDRA_FULL_ERROR="1", OMP_NUM_THREADS="1")
     args = [

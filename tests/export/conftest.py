@@ -20,6 +20,7 @@ from omegaconf import DictConfig
 from tests.pipeline.smoke import overrides, stage
 
 from aiayn.config.composition import compose
+from aiayn.config.resolve import prepare
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.decode.search import output_limits, search
 from aiayn.eval.trained import open_run
@@ -68,10 +69,10 @@ class SmokeRun:
 @pytest.fixture(scope="session")
 def smoke_run(tmp_path_factory) -> SmokeRun:
     tmp = tmp_path_factory.mktemp("export")
-    stage("fetch").run(compose(overrides(tmp)))
-    stage("bpe").run(compose(overrides(tmp)))
-    stage("train").run(compose(overrides(tmp, *TRAINING)))
-    stage("evaluate").run(compose(overrides(tmp, *TRAINING)))
+    stage("fetch").run(prepare(compose(overrides(tmp))))
+    stage("bpe").run(prepare(compose(overrides(tmp))))
+    stage("train").run(prepare(compose(overrides(tmp, *TRAINING))))
+    stage("evaluate").run(prepare(compose(overrides(tmp, *TRAINING))))
     (run_dir,) = [path.parent for path in (tmp / "runs").glob("base/**/train.json")]
     opened = open_run(run_dir)
     model = opened.model.cpu().float().eval()

@@ -67,7 +67,6 @@ def test_varying_batch_shapes_compile_a_bounded_number_of_graphs_and_match_eager
 
 
 def _module_and_batches():
-    import dataclasses
 
     from aiayn.config.schema import TrainConfig
     from aiayn.train.module import TranslationModule
@@ -75,7 +74,7 @@ def _module_and_batches():
     model = dict(n_layers=1, d_model=32, d_ff=64, n_heads=2, d_k=16, d_v=16, dropout=0.0)
 
     def make() -> TranslationModule:
-        return TranslationModule(model=model, train=dataclasses.asdict(TrainConfig()), vocab_size=100, pad_id=0)
+        return TranslationModule(ModelConfig(**model), TrainConfig(), vocab_size=100, pad_id=0)
 
     torch.manual_seed(0)
     plain = make()

@@ -142,8 +142,8 @@ def test_gelu_row_differs_from_base_only_in_the_activation():
     from aiayn.config.composition import compose
     from aiayn.config.resolve import prepare
 
-    base, gelu = (prepare(compose(["scale=tiny", f"row={r}"])).model for r in ("base", "X_gelu"))
-    assert {k for k in base if base[k] != gelu[k]} == {"activation"} and gelu.activation == "gelu"
+    base, gelu = (dataclasses.asdict(prepare(compose(["scale=tiny", f"row={r}"])).model) for r in ("base", "X_gelu"))
+    assert {k for k in base if base[k] != gelu[k]} == {"activation"} and gelu["activation"] == "gelu"
 
 
 def test_attention_dropout_acts_on_the_weights_in_training_only():

@@ -6,6 +6,7 @@ import importlib.util
 from pathlib import Path
 
 from aiayn.config.composition import compose
+from aiayn.config.resolve import prepare
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -47,11 +48,11 @@ def run_pipeline(tmp: Path) -> Path:
     """fetch -> bpe -> train (base, 2 seeds) -> evaluate (2 seeds) -> aggregate and attention_figures in `tmp`,
     through each script's run()."""
     (tmp / "params.yaml").write_text("rows: [base]\nseeds: [1, 2]\n")
-    stage("fetch").run(compose(overrides(tmp)))
-    stage("bpe").run(compose(overrides(tmp)))
+    stage("fetch").run(prepare(compose(overrides(tmp))))
+    stage("bpe").run(prepare(compose(overrides(tmp))))
     for seed in (1, 2):
-        stage("train").run(compose(overrides(tmp, f"seed={seed}")))
-        stage("evaluate").run(compose(overrides(tmp, f"seed={seed}")))
+        stage("train").run(prepare(compose(overrides(tmp, f"seed={seed}"))))
+        stage("evaluate").run(prepare(compose(overrides(tmp, f"seed={seed}"))))
     for name in ("aggregate", "attention_figures"):
-        stage(name).run(compose(overrides(tmp, f"aggregate.params_file={tmp}/params.yaml")))
+        stage(name).run(prepare(compose(overrides(tmp, f"tables.params_file={tmp}/params.yaml"))))
     return tmp

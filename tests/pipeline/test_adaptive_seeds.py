@@ -30,7 +30,7 @@ def test_the_one_extension_runs_only_the_planned_seeds(tmp_path: Path, copy_proj
     (repo / "params.yaml").write_text((repo / "params.yaml").read_text().replace("max_seeds: 10", "max_seeds: 3"))
     helpers.dvc("repro", cwd=repo)
     # Smoke runs learn nothing, so their own plan means nothing: plant the plans a real pilot could give (D1 needs 3
-    # seeds; E needs 60, out of reach at aggregate.max_seeds 3). The extension's aggregate rewrites it for real.
+    # seeds; E needs 60, out of reach at design.max_seeds 3). The extension's aggregate rewrites it for real.
     table, plan = repo / "results" / "table3.csv", repo / "results" / "plan.json"
     planned = json.loads(plan.read_text())
     planned["rows"]["D1"]["seeds_planned"], planned["rows"]["E"]["seeds_planned"] = 3, 60
@@ -40,7 +40,7 @@ def test_the_one_extension_runs_only_the_planned_seeds(tmp_path: Path, copy_proj
     finished = {f: f.read_bytes() for f in [seed1 / "train.json", *seed1.rglob("*.ckpt")]}
     out = helpers.run([sys.executable, "-m", "aiayn.extension"], repo).stdout
     assert "D1: BLEU difference, resolve the sign of Δ" in out and "3 planned, has 2; + seeds 3" in out
-    assert "60 planned > aggregate.max_seeds 3: stays at 2; no new seeds" in out
+    assert "60 planned > design.max_seeds 3: stays at 2; no new seeds" in out
     assert '"shown"' in (repo / "results" / "design.json").read_text()  # the pilot's record
     ran = {line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage")}
     assert ran == {

@@ -340,8 +340,8 @@ def test_a_hydra_sweep_keeps_every_point_and_tabulates_it(repo: Path) -> None:
             "pipeline/aggregate.py",
             *common,
             "paths.results=sweep/results",
-            "aggregate.rows=[base]",
-            "aggregate.seeds=[1,2]",
+            "tables.rows=[base]",
+            "tables.seeds=[1,2]",
         ],
         repo,
     )

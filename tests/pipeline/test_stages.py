@@ -14,6 +14,7 @@ from omegaconf import OmegaConf
 from tests.pipeline.smoke import REPO, overrides, stage
 
 from aiayn.config.composition import compose
+from aiayn.config.resolve import prepare
 from aiayn.eval.runaways import repeats
 
 
@@ -54,7 +55,7 @@ def test_train_writes_the_run_folder(workspace: Path) -> None:
 def test_same_seed_same_metrics_different_seed_different(workspace: Path, tmp_path: Path) -> None:
     first = json.loads((workspace / "runs" / "base" / "seed1" / "train.json").read_text())
     other = json.loads((workspace / "runs" / "base" / "seed2" / "train.json").read_text())
-    again = stage("train").run(compose(overrides(workspace, "seed=1", f"paths.runs={tmp_path}/runs")))
+    again = stage("train").run(prepare(compose(overrides(workspace, "seed=1", f"paths.runs={tmp_path}/runs"))))
     assert again["val_loss"] == first["val_loss"] and again["train_loss"] == first["train_loss"]
     assert other["val_loss"] != first["val_loss"]
 
@@ -63,13 +64,13 @@ def test_a_finished_seed_is_skipped_not_retrained(workspace: Path) -> None:
     run = workspace / "runs" / "base" / "seed1"
     last = run / "checkpoints" / "last.ckpt"
     stamp = last.stat().st_mtime_ns
-    again = stage("train").run(compose(overrides(workspace, "seed=1")))
+    again = stage("train").run(prepare(compose(overrides(workspace, "seed=1"))))
     assert again == json.loads((run / "train.json").read_text()) and last.stat().st_mtime_ns == stamp
 
 
 def test_a_table3_row_is_scored_on_the_dev_set_only(workspace: Path) -> None:
-    stage("train").run(compose(overrides(workspace, "row=C1")))
-    scores = stage("evaluate").run(compose(overrides(workspace, "row=C1")))
+    stage("train").run(prepare(compose(overrides(workspace, "row=C1"))))
+    scores = stage("evaluate").run(prepare(compose(overrides(workspace, "row=C1"))))
     out = workspace / "evals" / "C1" / "seed1"
     assert json.loads((out / "eval.json").read_text()) == scores
     assert scores["dev"]["bleu"] >= 0 and scores["dev"]["ppl"] > 1 and scores["dev"]["checkpoints_averaged"] == 1
@@ -79,9 +80,9 @@ def test_a_table3_row_is_scored_on_the_dev_set_only(workspace: Path) -> None:
 
 
 def test_decode_precision_decodes_and_scores_in_that_arithmetic(workspace: Path) -> None:
-    stage("train").run(compose(overrides(workspace, "row=C1")))  # a no-op when the test above trained it
-    fp32 = stage("evaluate").run(compose(overrides(workspace, "row=C1")))
-    bf16 = stage("evaluate").run(compose(overrides(workspace, "row=C1", "decode.precision=bf16-mixed")))
+    stage("train").run(prepare(compose(overrides(workspace, "row=C1"))))  # a no-op when the test above trained it
+    fp32 = stage("evaluate").run(prepare(compose(overrides(workspace, "row=C1"))))
+    bf16 = stage("evaluate").run(prepare(compose(overrides(workspace, "row=C1", "decode.precision=bf16-mixed"))))
     assert (workspace / "evals" / "C1" / "precision=bf16-mixed" / "seed1" / "eval.json").exists()  # a variant
     assert bf16["precision"] == "bf16-mixed" and bf16["dev"]["bleu"] >= 0
     # bf16 matmuls move the perplexity a little (so autocast was on), and only a little
@@ -129,7 +130,7 @@ def test_evaluate_scores_table3_on_the_last_checkpoint_and_table2_on_the_average
 def test_dev_averaging_decodes_the_average_of_the_runs_last_snapshots(workspace: Path) -> None:
     """row.dev_average_last (the tiny scale's 5; docs/departures.md#dev-averaging): the dev section decodes and
     scores the average of the run's last snapshots, as the test section does, in its own evaluation folder."""
-    averaged = stage("evaluate").run(compose(overrides(workspace, "row.dev_average_last=3")))
+    averaged = stage("evaluate").run(prepare(compose(overrides(workspace, "row.dev_average_last=3"))))
     assert averaged["dev"]["checkpoints"] == [f"step-{s:08d}.ckpt" for s in (8, 10, 12)]
     assert averaged["dev"]["checkpoints_averaged"] == 3
     last = json.loads((workspace / "evals" / "base" / "seed1" / "eval.json").read_text())
@@ -141,7 +142,7 @@ def test_evaluation_of_the_last_checkpoint_is_that_checkpoints_model(workspace: 
     """The dev section's hypotheses are what the last checkpoint's own weights decode, not the average's: a
     second evaluation of base with averaging off (row.average_last=0, its own folder) decodes dev identically."""
     once = json.loads((workspace / "evals" / "base" / "seed1" / "eval.json").read_text())
-    plain = stage("evaluate").run(compose(overrides(workspace, "row.average_last=0")))
+    plain = stage("evaluate").run(prepare(compose(overrides(workspace, "row.average_last=0"))))
     assert plain["dev"]["bleu"] == once["dev"]["bleu"] and plain["dev"]["ppl"] == once["dev"]["ppl"]
     assert plain["test"]["checkpoints"] == plain["dev"]["checkpoints"] == ["step-00000012.ckpt"]
     assert (workspace / "evals" / "base" / "average_last=0" / "seed1" / "hyps.valid.txt").read_text() == (
@@ -173,11 +174,11 @@ def test_multi30k_from_a_local_folder_end_to_end(shared_dir: Path, tmp_path: Pat
     """data=local on a folder of Multi30k's plain files: the real corpus through every per-run stage (smoke-sized
     model), its test set held out of train."""
     extra = ("data=local", f"data.path={shared_dir / 'data' / 'multi30k'}", "data.max_train_pairs=3000")
-    stats = stage("fetch").run(compose(overrides(tmp_path, *extra)))
+    stats = stage("fetch").run(prepare(compose(overrides(tmp_path, *extra))))
     assert stats["valid"]["kept"] == 1014 and stats["test"]["kept"] == 1000
-    stage("bpe").run(compose(overrides(tmp_path, *extra)))
-    stage("train").run(compose(overrides(tmp_path, *extra)))
-    scores = stage("evaluate").run(compose(overrides(tmp_path, *extra)))
+    stage("bpe").run(prepare(compose(overrides(tmp_path, *extra))))
+    stage("train").run(prepare(compose(overrides(tmp_path, *extra))))
+    scores = stage("evaluate").run(prepare(compose(overrides(tmp_path, *extra))))
     assert scores["dev"]["set"]["lines"] == 1014 and scores["test"]["set"]["lines"] == 1000
     assert "held out" in scores["test"]["set"]["name"]
 
@@ -249,9 +250,9 @@ def test_a_snapshot_cadence_change_is_another_run_of_a_row_that_averages(workspa
     cfg = compose(overrides(workspace, cadence))
     spec = RunSpec.of(cfg)
     assert spec.run_dir == workspace / "runs" / "base" / "snapshot_every_steps=3" / "seed1"
-    stage("train").run(cfg)
+    stage("train").run(prepare(cfg))
     assert sorted(p.name for p in spec.checkpoints.glob("step-*")) == [f"step-{s:08d}.ckpt" for s in (3, 6, 9, 12)]
-    scores = stage("evaluate").run(compose(overrides(workspace, cadence)))
+    scores = stage("evaluate").run(prepare(compose(overrides(workspace, cadence))))
     assert scores["test"]["checkpoints"] == [f"step-{s:08d}.ckpt" for s in (3, 6, 9, 12)]
     c1 = RunSpec.of(compose(overrides(workspace, "row=C1", cadence)))
     assert c1.run_dir == workspace / "runs" / "C1" / "snapshot_every_steps=3" / "seed1"
@@ -270,7 +271,7 @@ def test_a_change_of_the_code_a_run_executes_retrains_it(workspace: Path, tmp_pa
     shutil.copytree(workspace / "runs" / "base" / "seed1", tmp_path / "runs" / "base" / "seed1")
     monkeypatch.setattr(aiayn.fingerprint, "code_digest", lambda entry, root=None: "an edited binary.py")
     with caplog.at_level(logging.WARNING, logger="aiayn.train.checkpointing"):
-        summary = stage("train").run(compose(overrides(tmp_path)))
+        summary = stage("train").run(prepare(compose(overrides(tmp_path))))
     assert "code_sha256: checkpoint" in caplog.text and "!= now 'an edited binary.py'" in caplog.text
     assert len(list((tmp_path / "runs" / "base" / "seed1").glob("stale-checkpoints-*"))) == 1
     assert summary["steps"] == 12
@@ -294,9 +295,9 @@ def test_a_file_name_changed_in_runspec_moves_every_writer_and_reader(
         monkeypatch.setattr(aiayn.runspec, name, value)
     shutil.copytree(workspace / "data", tmp_path / "data")
     (tmp_path / "params.yaml").write_text("rows: [base]\nseeds: [1]\n")
-    stage("train").run(compose(overrides(tmp_path)))
-    stage("evaluate").run(compose(overrides(tmp_path)))
-    stage("aggregate").run(compose(overrides(tmp_path, f"aggregate.params_file={tmp_path}/params.yaml")))
+    stage("train").run(prepare(compose(overrides(tmp_path))))
+    stage("evaluate").run(prepare(compose(overrides(tmp_path))))
+    stage("aggregate").run(prepare(compose(overrides(tmp_path, f"tables.params_file={tmp_path}/params.yaml"))))
     run, evaluation = tmp_path / "runs" / "base" / "seed1", tmp_path / "evals" / "base" / "seed1"
     assert {"summary.json", "learning.csv", "resolved.yaml"} <= {p.name for p in run.iterdir()}
     assert (evaluation / "scores.json").is_file() and not (evaluation / "eval.json").exists()
@@ -318,7 +319,7 @@ def test_patience_stops_a_run_where_the_dev_loss_stopped_falling(workspace: Path
     extra += ("train.max_steps=40",)
     cfg = compose(overrides(tmp_path, *extra, data=workspace / "data"))
     spec = RunSpec.of(cfg)
-    summary = stage("train").run(cfg)
+    summary = stage("train").run(prepare(cfg))
     with open(spec.run_dir / "curve.csv", encoding="utf-8") as f:
         validations = [(int(r["step"]), float(r["val_loss"])) for r in csv.DictReader(f) if r["val_loss"]]
     best = min(range(len(validations)), key=lambda i: validations[i][1])
@@ -332,7 +333,7 @@ def test_patience_stops_a_run_where_the_dev_loss_stopped_falling(workspace: Path
     # every step a snapshot is due (an early stop cannot be foreseen), the last 5 kept (base averages 5)
     assert snapshots == [f"step-{s:08d}.ckpt" for s in range(2, summary["steps"] + 1, 2)][-5:]
     stamp = (spec.checkpoints / "last.ckpt").stat().st_mtime_ns
-    assert stage("train").run(compose(overrides(tmp_path, *extra, data=workspace / "data"))) == summary
+    assert stage("train").run(prepare(compose(overrides(tmp_path, *extra, data=workspace / "data")))) == summary
     assert (spec.checkpoints / "last.ckpt").stat().st_mtime_ns == stamp  # finished: not resumed for another step
 
 
@@ -350,14 +351,16 @@ def test_table2s_rows_get_the_ensemble_of_their_seeds(workspace: Path, tmp_path:
     extra = (f"paths.evals={tmp_path}/evals", f"paths.results={tmp_path}/results")
     ensemble = stage("ensemble")
     ensemble.SEEDS[:] = [1, 2]
-    result = ensemble.run(compose(overrides(workspace, *extra)))
+    result = ensemble.run(prepare(compose(overrides(workspace, *extra))))
     assert result["seeds"] == [1, 2] and result["test"]["checkpoints_averaged"] == 5
     spec = RunSpec.of(compose(overrides(workspace, *extra)))
     hyps = read_lines(spec.ensemble_dir / "hyps.test.txt")
     runs = [dataclasses.replace(spec, seed=s).run_dir for s in (1, 2)]
     assert hyps == load(*runs).translate(read_lines(workspace / "data" / "raw" / "test.src"))
-    assert ensemble.run(compose(overrides(workspace, *extra, "row=C1"))) is None  # Table 3 only
-    stage("aggregate").run(compose(overrides(workspace, *extra, f"aggregate.params_file={workspace}/params.yaml")))
+    assert ensemble.run(prepare(compose(overrides(workspace, *extra, "row=C1")))) is None  # Table 3 only
+    stage("aggregate").run(
+        prepare(compose(overrides(workspace, *extra, f"tables.params_file={workspace}/params.yaml")))
+    )
     md = (tmp_path / "results" / "table2.md").read_text()
     assert "| Transformer (base model), ensemble of 2 seeds, ours |" in md
     metrics = json.loads((tmp_path / "results" / "metrics.json").read_text())
@@ -399,15 +402,17 @@ def test_the_multi30k_reproduction_path_offline_from_a_mirror(shared_dir: Path, 
     # the smoke scale's overrides (overrides()) first, then this scale and the sizes above
     cfg = compose([*overrides(tmp_path), *small])
     assert cfg.data.mirror == str(mirror) and cfg.train.patience == 10 and cfg.trainer.cpu_isa is None
-    stats = stage("fetch").run(cfg)
+    stats = stage("fetch").run(prepare(cfg))
     assert stats["valid"]["kept"] == 1014 and stats["test"]["kept"] == 1000
-    stage("bpe").run(cfg)
-    stage("train").run(cfg)
-    scores = stage("evaluate").run(cfg)
+    stage("bpe").run(prepare(cfg))
+    stage("train").run(prepare(cfg))
+    scores = stage("evaluate").run(prepare(cfg))
     assert scores["test"]["set"]["lines"] == 1000 and scores["test"]["bleu_lc_tok"] >= 0
     assert "tok:none" in scores["test"]["bleu_lc_tok_signature"]
     (tmp_path / "params.yaml").write_text("rows: [base]\nseeds: [1]\n")
-    stage("aggregate").run(compose([*overrides(tmp_path), *small, f"aggregate.params_file={tmp_path}/params.yaml"]))
+    stage("aggregate").run(
+        prepare(compose([*overrides(tmp_path), *small, f"tables.params_file={tmp_path}/params.yaml"]))
+    )
     table2 = (tmp_path / "results" / "table2.md").read_text()
     assert "| Transformer-tiny (Wu et al. 2021) |" in table2 and "41.02" in table2 and "ConvS2S" not in table2
 
@@ -425,11 +430,11 @@ def test_a_run_with_patience_resumed_midway_stops_where_it_would_have(workspace:
         composed.train.max_steps = max_steps  # as an edited conf file would: the same run folder, a later stop
         return composed
 
-    through = stage("train").run(cfg("a", 40))
+    through = stage("train").run(prepare(cfg("a", 40)))
     assert through["stopped"] == "patience"
-    assert stage("train").run(cfg("b", through["steps"] - 2))["stopped"] == "max_steps"
+    assert stage("train").run(prepare(cfg("b", through["steps"] - 2)))["stopped"] == "max_steps"
     assert len(list((tmp_path / "b" / "runs" / "base").iterdir())) == 1  # one folder: the next run resumes it
-    resumed = stage("train").run(cfg("b", 40))
+    resumed = stage("train").run(prepare(cfg("b", 40)))
     assert resumed["stopped"] == "patience" and resumed["steps"] == through["steps"]
     assert resumed["val_loss"] == through["val_loss"] and resumed["best_val_loss"] == through["best_val_loss"]
     a, b = (torch.load(RunSpec.of(cfg(d, 40)).checkpoints / "last.ckpt", weights_only=True)["state_dict"] for d in "ab")

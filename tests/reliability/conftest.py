@@ -14,6 +14,7 @@ from tests.pipeline.smoke import overrides as smoke_overrides
 from tests.pipeline.smoke import stage as load_stage
 
 from aiayn.config.composition import compose
+from aiayn.config.resolve import prepare
 
 REPO = Path(__file__).resolve().parents[2]
 # What an uninterrupted run and a resumed run must agree on exactly (CPU, same seed); wall time is not one.
@@ -30,8 +31,8 @@ def data_dir(tmp_path_factory) -> Path:
     """data/raw and data/bpe of the smoke scale, shared read-only by every test here."""
     root = tmp_path_factory.mktemp("data")
     args = [f"paths.raw={root}/raw", f"paths.bpe={root}/bpe", "scale=smoke", "logger=none"]
-    load_stage("fetch").run(compose(args))
-    load_stage("bpe").run(compose(args))
+    load_stage("fetch").run(prepare(compose(args)))
+    load_stage("bpe").run(prepare(compose(args)))
     return root
 
 
@@ -49,7 +50,7 @@ def overrides(data_dir: Path) -> Callable[..., list[str]]:
 def reference(tmp_path_factory, overrides) -> Path:
     """The run folder of an uninterrupted smoke run of base, seed 1 (12 steps, a checkpoint every 2)."""
     tmp = tmp_path_factory.mktemp("reference")
-    load_stage("train").run(compose(overrides(tmp)))
+    load_stage("train").run(prepare(compose(overrides(tmp))))
     return tmp / "runs" / "base" / "seed1"
 
 

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from aiayn.config.composition import compose
+from aiayn.config.resolve import prepare
 from aiayn.eval.trained import load_model
 from aiayn.train.checkpointing import lock_run_dir
 from aiayn.train.module import TranslationModule
@@ -31,7 +32,7 @@ def test_a_nan_loss_stops_the_run_naming_the_step_and_keeps_the_last_good_checkp
 
     monkeypatch.setattr(TranslationModule, "_losses", nan_at_step_5)
     with pytest.raises(FloatingPointError, match="non-finite training loss or gradient at step 5"):
-        stage("train").run(compose(overrides(tmp_path)))
+        stage("train").run(prepare(compose(overrides(tmp_path))))
     run_dir = tmp_path / "runs" / "base" / "seed1"
     # Averaging snapshots start at step 4: the last 5 of 12 steps at a cadence of 2.
     assert sorted(checkpoint_files(run_dir / "checkpoints")) == ["last.ckpt", "step-00000004.ckpt"]
@@ -45,7 +46,7 @@ def test_a_nan_loss_stops_the_run_naming_the_step_and_keeps_the_last_good_checkp
 def test_a_diverging_run_writes_no_checkpoint_of_non_finite_weights(stage, overrides, tmp_path):
     """An absurd learning rate: the gradient turns infinite before the loss does; no checkpoint may hold NaNs."""
     with pytest.raises(FloatingPointError, match=r"at step \d+; stopping"):
-        stage("train").run(compose(overrides(tmp_path, "train.lr_factor=1e6")))
+        stage("train").run(prepare(compose(overrides(tmp_path, "train.lr_factor=1e6"))))
     for path in (tmp_path / "runs" / "base" / "seed1" / "checkpoints").glob("*.ckpt"):
         state = torch.load(path, weights_only=True)["state_dict"]
         assert all(torch.isfinite(v).all() for v in state.values()), path
@@ -63,7 +64,7 @@ def test_a_checkpoint_of_another_config_is_moved_aside_not_loaded(stage, overrid
     cfg = compose(overrides(tmp_path, "model.d_ff=48", "train.label_smoothing=0.2"))
     cfg.variant = {}
     with caplog.at_level(logging.WARNING, logger="aiayn.train.checkpointing"):
-        summary = stage("train").run(cfg)
+        summary = stage("train").run(prepare(cfg))
     assert "model.d_ff: checkpoint 64 != now 48" in caplog.text
     assert "train.label_smoothing: checkpoint 0.1 != now 0.2" in caplog.text
     (aside,) = run_dir.glob("stale-checkpoints-*")
@@ -90,7 +91,7 @@ def test_a_second_run_of_the_same_folder_is_refused_naming_folder_and_pid(stage,
     try:
         assert holder.stdout.readline().strip() == "locked"
         with pytest.raises(RuntimeError, match=rf"{run_dir} is in use by another run \(pid {holder.pid}"):
-            stage("train").run(compose(overrides(tmp_path)))
+            stage("train").run(prepare(compose(overrides(tmp_path))))
         assert sorted(p.name for p in run_dir.iterdir()) == [".lock"]  # the refused run wrote nothing
     finally:
         holder.kill()

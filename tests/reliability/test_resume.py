@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from aiayn.config.composition import compose
+from aiayn.config.resolve import prepare
 from aiayn.eval.trained import load_model
 from aiayn.train.checkpointing import AtomicCheckpointIO, lock_run_dir, resume_checkpoint
 
@@ -36,10 +37,10 @@ def test_a_stopped_run_resumes_to_the_same_metrics_and_curve(stage, overrides, r
     run_dir = tmp_path / "runs" / "base" / "seed1"
     shorter = compose(overrides(tmp_path, "train.max_steps=6"))
     shorter.variant = {}
-    stage("train").run(shorter)
+    stage("train").run(prepare(shorter))
     before = step_files(run_dir)
     assert sorted(before) == [f"step-{s:08d}.ckpt" for s in (2, 4, 6)]
-    stage("train").run(compose(overrides(tmp_path)))
+    stage("train").run(prepare(compose(overrides(tmp_path))))
     after = step_files(run_dir)
     # The last keep_last (5) snapshots are kept: step 2's is gone; 4 and 6 are the short run's, not written again.
     assert sorted(after) == [f"step-{s:08d}.ckpt" for s in (4, 6, 8, 10, 12)]
@@ -212,9 +213,11 @@ def test_a_time_cadence_writes_the_final_step_so_a_rerun_finds_the_run_finished(
 
     cfg = compose(overrides(tmp_path, "train.ckpt_every_steps=0", "train.ckpt_every_minutes=600"))
     spec = RunSpec.of(cfg)
-    stage("train").run(cfg)
+    stage("train").run(prepare(cfg))
     assert torch.load(spec.checkpoints / "last.ckpt", weights_only=True)["global_step"] == 12
     assert sorted(p.name for p in spec.checkpoints.glob("step-*.ckpt")) == ["step-00000012.ckpt"]
     stamp = (spec.checkpoints / "last.ckpt").stat().st_mtime_ns
-    stage("train").run(compose(overrides(tmp_path, "train.ckpt_every_steps=0", "train.ckpt_every_minutes=600")))
+    stage("train").run(
+        prepare(compose(overrides(tmp_path, "train.ckpt_every_steps=0", "train.ckpt_every_minutes=600")))
+    )
     assert (spec.checkpoints / "last.ckpt").stat().st_mtime_ns == stamp  # skipped: already trained

@@ -45,7 +45,7 @@ def test_wandb_crashing_mid_run_does_not_change_or_stop_training(
     monkeypatch.setenv("WANDB_API_KEY", FAKE_KEY)  # also the fast tier's check that no file gets the key
     monkeypatch.setattr(wandb.sdk.wandb_run.Run, "log", crash)
     with caplog.at_level(logging.WARNING, logger="aiayn.tracking"):
-        stage("train").run(compose(overrides(tmp_path, "logger=wandb", f"logger.dir={tmp_path}")))
+        stage("train").run(prepare(compose(overrides(tmp_path, "logger=wandb", f"logger.dir={tmp_path}"))))
     run_dir = tmp_path / "runs" / "base" / "seed1"
     assert exact(run_dir) == exact(reference)  # the run's own files hold everything wandb missed
     assert caplog.text.count("wandb log_metrics failed") == 1  # logged once, then wandb is left alone
@@ -55,7 +55,7 @@ def test_wandb_crashing_mid_run_does_not_change_or_stop_training(
 def test_a_credential_in_the_config_is_refused_without_echoing_it(stage, overrides, tmp_path):
     for script in ("train", "evaluate"):
         with pytest.raises(ValueError, match="config key logger.api_key looks like a credential") as info:
-            stage(script).run(compose(overrides(tmp_path, f"+logger.api_key={FAKE_KEY}")))
+            stage(script).run(prepare(compose(overrides(tmp_path, f"+logger.api_key={FAKE_KEY}"))))
         assert FAKE_KEY not in str(info.value)
     assert not (tmp_path / "runs").exists()
 
@@ -86,18 +86,18 @@ def test_the_api_key_appears_in_no_file_or_log_of_any_stage(stage, overrides, cl
         f"logger.dir={tmp_path}",
         f"paths.raw={tmp_path}/data/raw",
         f"paths.bpe={tmp_path}/data/bpe",
-        "aggregate.rows=[base]",
-        "aggregate.seeds=[1]",
+        "tables.rows=[base]",
+        "tables.seeds=[1]",
         "decode=greedy",
         "decode.bootstrap=10",
     )
-    stage("fetch").run(compose(args))
-    stage("bpe").run(compose(args))
+    stage("fetch").run(prepare(compose(args)))
+    stage("bpe").run(prepare(compose(args)))
     train = cli("train", [*args, f"hydra.run.dir={tmp_path}/outputs/train"], tmp_path)
     output = train.communicate(timeout=600)[0]
     assert train.returncode == 0, output[-3000:]
-    stage("evaluate").run(compose(args))
-    stage("aggregate").run(compose(args))
+    stage("evaluate").run(prepare(compose(args)))
+    stage("aggregate").run(prepare(compose(args)))
     written = [p for p in tmp_path.rglob("*") if p.is_file()]
     assert any(p.match("*/.hydra/config.yaml") for p in written) and any("wandb" in p.parts for p in written)
     assert (tmp_path / "results" / "table3.csv").exists() and os.environ["WANDB_API_KEY"] == FAKE_KEY

@@ -142,11 +142,11 @@ def test_each_verdict_and_the_claim_it_makes():
 
 def test_design_refuses_values_that_cannot_decide():
     for bad, key in (
-        (dict(alpha=0.0), "aggregate.alpha"),
-        (dict(power=1.0), "aggregate.power"),
-        (dict(margin_bleu=0.0), "aggregate.margin_bleu"),
-        (dict(bleu_scale=-1.0), "aggregate.bleu_scale"),
-        (dict(max_seeds=1), "aggregate.max_seeds"),
+        (dict(alpha=0.0), "design.alpha"),
+        (dict(power=1.0), "design.power"),
+        (dict(margin_bleu=0.0), "design.margin_bleu"),
+        (dict(bleu_scale=-1.0), "design.bleu_scale"),
+        (dict(max_seeds=1), "design.max_seeds"),
     ):
         with pytest.raises(ValueError, match=key):
             Design(**bad)

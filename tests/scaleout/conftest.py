@@ -11,6 +11,7 @@ import pytest
 from tests.pipeline import smoke
 
 from aiayn.config.composition import compose
+from aiayn.config.resolve import prepare
 
 
 def env() -> dict[str, str]:
@@ -45,7 +46,7 @@ def smoke_data(tmp_path_factory) -> Path:
     """fetch and bpe at the smoke scale (about a second), through the stages' run()."""
     tmp = tmp_path_factory.mktemp("smoke_data")
     for name in ("fetch", "bpe"):
-        smoke.stage(name).run(compose(data_overrides(tmp)))
+        smoke.stage(name).run(prepare(compose(data_overrides(tmp))))
     return tmp
 
 

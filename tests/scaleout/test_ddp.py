@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from aiayn.config.composition import compose
+from aiayn.config.resolve import prepare
 from aiayn.data.batching import TokenBatchSampler
 from aiayn.data.binary import EncodedSplit
 from aiayn.train.fit import batching
@@ -35,7 +36,8 @@ REPO = Path(__file__).resolve().parents[2]
     ],
 )
 def test_an_update_sees_batch_tokens_whatever_the_device_count(overrides: list[str], expected) -> None:
-    accumulate, micro = batching(compose(["scale=smoke", *overrides]))
+    cfg = prepare(compose(["scale=smoke", *overrides]))
+    accumulate, micro = batching(cfg.trainer, cfg.train)
     assert (accumulate, micro) == expected
     world = (
         2 * (3 if "trainer.num_nodes=3" in overrides else 2 if "trainer.num_nodes=2" in overrides else 1)
@@ -48,9 +50,11 @@ def test_an_update_sees_batch_tokens_whatever_the_device_count(overrides: list[s
 def test_gpu_device_lists_count_as_lightning_counts_them() -> None:
     if not torch.cuda.is_available():
         with pytest.raises(Exception, match="GPU|CUDA|cuda|gpu"):
-            batching(compose(["scale=smoke", "trainer=ddp"]))
+            cfg = prepare(compose(["scale=smoke", "trainer=ddp"]))
+            batching(cfg.trainer, cfg.train)
     else:
-        assert batching(compose(["scale=smoke", "trainer=gpu", "train.max_tokens=256"])).accumulate == 4
+        cfg = prepare(compose(["scale=smoke", "trainer=gpu", "train.max_tokens=256"]))
+        assert batching(cfg.trainer, cfg.train).accumulate == 4
 
 
 def test_two_rank_shards_interleave_into_the_single_process_order(smoke_data: Path) -> None:
@@ -74,7 +78,7 @@ def _weights(ckpt: Path) -> dict[str, torch.Tensor]:
 
 def _loss_on(ckpt: Path, batch: dict) -> float:
     state = torch.load(ckpt, map_location="cpu", weights_only=True)
-    module = TranslationModule(**state["hyper_parameters"])
+    module = TranslationModule.from_hyperparameters(state["hyper_parameters"])
     module.load_state_dict(state["state_dict"])
     module.eval()
     with torch.no_grad():

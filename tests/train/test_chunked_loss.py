@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 import torch
 import torch.nn.functional as F
 
 from aiayn.config.schema import TrainConfig
+from aiayn.model.config import ModelConfig
 from aiayn.train.chunked_loss import chunked_label_smoothed_nll_loss
 from aiayn.train.loss import label_smoothed_nll_loss, smoothed_nll_from_lprobs, smoothed_nll_grad
 
@@ -104,8 +103,8 @@ def test_a_short_training_run_learns_the_same_curve():
 
     def curve(chunk: int, share: str) -> list[float]:
         torch.manual_seed(0)
-        train = dataclasses.asdict(TrainConfig(loss_chunk_tokens=chunk, warmup_steps=10, fused_adam=False))
-        module = TranslationModule(model={**model, "share_embeddings": share}, train=train, vocab_size=60, pad_id=0)
+        train = TrainConfig(loss_chunk_tokens=chunk, warmup_steps=10, fused_adam=False)
+        module = TranslationModule(ModelConfig(**model, share_embeddings=share), train, vocab_size=60, pad_id=0)
         setup = module.configure_optimizers()
         optimizer, schedule = setup["optimizer"], setup["lr_scheduler"]["scheduler"]
         losses = []

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import warnings
 
 import lightning as L
@@ -53,8 +52,8 @@ def _batches(n: int) -> list[dict]:
 
 def test_only_logging_steps_read_the_device(tmp_path):
     torch.manual_seed(0)
-    train = dataclasses.asdict(TrainConfig(max_steps=STEPS, warmup_steps=10, log_every_steps=LOG_EVERY))
-    module = TranslationModule(model=MODEL, train=train, vocab_size=VOCAB, pad_id=0)
+    train = TrainConfig(max_steps=STEPS, warmup_steps=10, log_every_steps=LOG_EVERY)
+    module = TranslationModule(ModelConfig(**MODEL), train, vocab_size=VOCAB, pad_id=0)
     reads = ReadsPerStep()
     trainer = L.Trainer(
         accelerator="cpu",

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 import torch
 
@@ -12,8 +10,8 @@ from aiayn.train.module import TranslationModule
 
 
 def module(**train) -> TranslationModule:
-    model = dataclasses.asdict(ModelConfig(n_layers=1, d_model=16, d_ff=32, n_heads=2, d_k=8, d_v=8))
-    return TranslationModule(model=model, train=dataclasses.asdict(TrainConfig(**train)), vocab_size=50, pad_id=0)
+    model = ModelConfig(n_layers=1, d_model=16, d_ff=32, n_heads=2, d_k=8, d_v=8)
+    return TranslationModule(model, TrainConfig(**train), vocab_size=50, pad_id=0)
 
 
 @pytest.mark.parametrize("fused", [True, False])

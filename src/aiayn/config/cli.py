@@ -19,8 +19,8 @@ from aiayn.config.composition import (
     with_variant,
 )
 from aiayn.config.params import Params
-from aiayn.config.resolve import ConfigError
-from aiayn.config.schema import SECRET_KEY
+from aiayn.config.resolve import prepare
+from aiayn.config.schema import SECRET_KEY, Config, ConfigError
 from aiayn.io import DiskFullError
 from aiayn.progress import quiet_third_parties
 
@@ -84,9 +84,10 @@ def expand_overrides_from(argv: list[str]) -> list[str]:
     return out
 
 
-def hydra_main(run: Callable[[DictConfig], Any]) -> None:
-    """Run `run(cfg)` under `@hydra.main` on conf/config.yaml (overrides, multirun and launchers included); each
-    job's config carries its variant (aiayn.config.composition), derived from that job's overrides."""
+def hydra_main(run: Callable[[Config], Any]) -> None:
+    """Run `run(cfg)` under `@hydra.main` on conf/config.yaml (overrides, multirun and launchers included), `cfg`
+    each job's config as aiayn.config.resolve.prepare makes it (typed, its row applied, checked), carrying its
+    variant (aiayn.config.composition), derived from that job's overrides."""
     try:
         sys.argv[1:] = expand_seeds_from(expand_overrides_from(sys.argv[1:]))
     except (FileNotFoundError, ValueError) as err:
@@ -101,7 +102,7 @@ def hydra_main(run: Callable[[DictConfig], Any]) -> None:
 
     def job(cfg: DictConfig) -> Any:
         try:
-            return run(with_variant(cfg, list(HydraConfig.get().overrides.task), CONF_DIR))
+            return run(prepare(with_variant(cfg, list(HydraConfig.get().overrides.task), CONF_DIR)))
         except DiskFullError as err:  # one line naming the file, what it needed and what is free; no traceback
             sys.exit(f"error: {err}")
 

@@ -34,7 +34,7 @@ CONF_DIR = Path(os.environ.get("AIAYN_CONF", CHECKOUT / "conf"))
 # What a run *is* rather than how it differs from its row: the pipeline's choices (which corpus, scale, hardware
 # and row: `row=A1`), where and how it logs and runs, and its seed. Overrides of these groups and their keys never
 # make a variant; a key of the row (`row.average_last=0`) does.
-IDENTITY = ("data", "scale", "trainer", "logger", "paths", "aggregate", "hydra", "seed", "variant")
+IDENTITY = ("data", "scale", "trainer", "logger", "paths", "tables", "design", "hydra", "seed", "variant")
 
 
 def register_configs() -> None:

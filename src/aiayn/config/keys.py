@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import re
+import types
 import typing
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -16,7 +17,7 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
-from aiayn.config.resolve import ConfigError
+from aiayn.config.schema import Config, ConfigError
 
 
 def valid_keys(schema: type, prefix: str = "") -> list[str]:
@@ -66,14 +67,30 @@ def _given(data: Any, key: str) -> Any:
     return node
 
 
-def _reason(err: OmegaConfBaseException) -> str:
-    """OmegaConf's reason, first line, with its node classes said in the file's words."""
-    msg = str(getattr(err, "msg", err)).splitlines()[0]
-    if "is not a ListConfig, list or tuple" in msg:
-        return "must be a list"
-    if "Cannot merge DictConfig with" in msg or ("is not a subclass of" in msg and "Patch" in msg):
-        return "must be a mapping of keys"
-    return msg
+def _bare(hint: Any) -> Any:
+    """A type hint without its Optional."""
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    return args[0] if typing.get_origin(hint) in (typing.Union, types.UnionType) and len(args) == 1 else hint
+
+
+def misshapen(schema: type, data: dict[str, Any], prefix: str = "") -> tuple[str, str] | None:
+    """The first key of `data` whose value has the wrong shape for `schema` (a list where a mapping belongs, a
+    scalar where a list does), and what it must be; None when every value has its shape. Checked before OmegaConf
+    merges, whose own messages for these say it in its node classes' words."""
+    hints = typing.get_type_hints(schema)
+    for name in (f.name for f in dataclasses.fields(schema)):
+        value, hint, key = data.get(name), _bare(hints[name]), prefix + name
+        if value is None:
+            continue
+        origin = typing.get_origin(hint)
+        if dataclasses.is_dataclass(hint) or origin is dict:
+            if not isinstance(value, dict):
+                return key, "must be a mapping of keys"
+            if dataclasses.is_dataclass(hint) and (found := misshapen(hint, value, f"{key}.")):  # type: ignore[arg-type]
+                return found
+        elif origin is list and not isinstance(value, list):
+            return key, "must be a list"
+    return None
 
 
 def structured(
@@ -81,7 +98,11 @@ def structured(
 ) -> DictConfig:
     """`data` merged onto `schema`'s structured config, one top-level key at a time (so an error names its key);
     refused as a ConfigError naming `path` and the key: an unknown key with the valid key meant (or `unknown(key)`'s
-    message), a wrong type or value with the value given and OmegaConf's reason."""
+    message), a value of the wrong shape (`misshapen`) with the value given, a wrong type or value with OmegaConf's
+    reason."""
+    if shape := misshapen(schema, data):
+        key, reason = shape
+        raise ConfigError(f"{path}: {key} = {_given(data, key)!r}: {reason}")
     out = OmegaConf.structured(schema)
     for top, value in data.items():
         try:
@@ -93,9 +114,25 @@ def structured(
                 key = f"{key}.{next(iter(group))}"
             raise (unknown(key) if unknown else ConfigError(unknown_key(path, key, valid_keys(schema)))) from None
         except OmegaConfBaseException as err:
-            key = getattr(err, "full_key", None) or str(top)
-            reason, given = _reason(err), _given(data, key)
-            shown = "" if given is ... or reason.startswith("Value") else f" = {given!r}"
-            raise ConfigError(f"{path}: {key}{shown}: {reason}") from None
+            key = getattr(err, "full_key", None) or str(top)  # OmegaConf's reason names the value itself
+            raise ConfigError(f"{path}: {key}: {str(getattr(err, 'msg', err)).splitlines()[0]}") from None
     assert isinstance(out, DictConfig)
     return out
+
+
+def _known(data: Any, schema: type) -> Any:
+    """`data` with only the keys `schema` has (nested dataclasses alike; a free-form dict field kept whole)."""
+    if not isinstance(data, dict):
+        return data
+    hints, names = typing.get_type_hints(schema), {f.name for f in dataclasses.fields(schema)}
+    return {k: _known(v, hints[k]) if dataclasses.is_dataclass(hints[k]) else v for k, v in data.items() if k in names}
+
+
+def recorded_config(path: Path) -> Config:
+    """A run's config.yaml (the train stage writes it from the run's Config) as this version reads it: a key this
+    version no longer has is dropped, one it has added takes its default (as aiayn.model.config.recorded reads a
+    model); a value of the wrong type is refused naming the file and the key."""
+    data = _known(read_yaml(Path(path), "a run's config"), Config)
+    built = OmegaConf.to_object(structured(Config, data, path))
+    assert isinstance(built, Config)
+    return built

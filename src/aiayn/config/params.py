@@ -11,9 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from omegaconf import OmegaConf
+
 from aiayn.config.keys import read_yaml, structured
-from aiayn.config.resolve import typed
-from aiayn.config.schema import DESIGN_KEYS, ROW_GROUPS, AggregateConfig, DesignConfig, ParamsConfig
+from aiayn.config.schema import DESIGN_KEYS, ROW_GROUPS, DesignConfig, ParamsConfig, TablesConfig
 from aiayn.io import atomic_write_text
 
 EXTRA_SEEDS = "extra_seeds"  # row -> seeds it runs besides `seeds` (and base runs them too: differences are paired)
@@ -38,7 +39,9 @@ class Params:
 
     @classmethod
     def of(cls, data: dict[str, Any], path: str | Path) -> Params:
-        return cls(typed(structured(ParamsConfig, data, path), ParamsConfig), Path(path))
+        values = OmegaConf.to_object(structured(ParamsConfig, data, path))
+        assert isinstance(values, ParamsConfig)
+        return cls(values, Path(path))
 
     def _listed(self, key: str) -> list[Any]:
         values = list(getattr(self.values, key))
@@ -64,18 +67,16 @@ class Params:
         seeds, extra = self.seeds(), self.extra_seeds()
         return {row: list(dict.fromkeys([*seeds, *extra.get(row, [])])) for row in rows}
 
-    def design(self) -> dict[str, Any]:
-        """The `aggregate` block's design keys, each null or missing one at its default (DesignConfig)."""
-        given, default = self.values.aggregate, DesignConfig()
-        out = {k: getattr(default, k) if getattr(given, k) is None else getattr(given, k) for k in DESIGN_KEYS}
-        out["columns"] = list(out["columns"])
-        return out
+    def design(self) -> DesignConfig:
+        """The `design` block's keys, each null or missing one at its default."""
+        given = self.values.design
+        return DesignConfig(**{k: v for k in DESIGN_KEYS if (v := getattr(given, k)) is not None})
 
     def overrides(self) -> list[str]:
-        """The `model`, `train`, `decode` and `aggregate` keys that are not null, as Hydra overrides
+        """The `model`, `train`, `decode` and `design` keys that are not null, as Hydra overrides
         (`train.lr_factor=2.0`), in schema order."""
         out = []
-        for group in (*OVERRIDE_GROUPS, "aggregate"):
+        for group in (*OVERRIDE_GROUPS, "design"):
             node = getattr(self.values, group)
             out += [
                 f"{group}.{f.name}={_hydra_value(value)}"
@@ -173,14 +174,14 @@ def _hydra_value(value: Any) -> str:
     return str(value)
 
 
-def rows_and_seeds(a: AggregateConfig) -> tuple[list[str], dict[str, list[int]], list[int]]:
+def rows_and_seeds(a: TablesConfig) -> tuple[list[str], dict[str, list[int]], list[int]]:
     """The rows, each row's seeds to tabulate and the pilot seeds (the ones every row runs first), from the config's
-    `aggregate` group: its rows and seeds when given (the same seeds for every row), else params.yaml's (at
+    `tables` group: its rows and seeds when given (the same seeds for every row), else params.yaml's (at
     `a.params_file`: DVC's lists, `seeds` plus the row's `extra_seeds`)."""
     if a.rows is not None and a.seeds is not None:
         return list(a.rows), {row: list(a.seeds) for row in a.rows}, list(a.seeds)
     if not Path(a.params_file).exists():
-        raise FileNotFoundError(f"{a.params_file} not found: pass aggregate.rows=[...] and aggregate.seeds=[...]")
+        raise FileNotFoundError(f"{a.params_file} not found: pass tables.rows=[...] and tables.seeds=[...]")
     params = Params.read(a.params_file)
     rows = list(a.rows) if a.rows is not None else params.rows()
     if a.seeds is not None:

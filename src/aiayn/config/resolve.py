@@ -10,40 +10,27 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from typing import Any, TypeVar
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from aiayn.config.schema import (
     ROW_GROUPS,
+    Config,
+    ConfigError,
     DataConfig,
     DecodeConfig,
     LoggerConfig,
     RowConfig,
     TrainConfig,
     TrainerConfig,
+    averaged,
+    refuse_credentials,
+    row_file,
 )
 from aiayn.marks import check_values, marked
 from aiayn.model.config import ModelConfig
-from aiayn.model.config import check as check_model
-
-T = TypeVar("T")
-
-
-def plain(node: Any) -> dict[str, Any]:
-    """A config node as plain dicts and lists (OmegaConf.to_container, typed for a mapping node)."""
-    out = OmegaConf.to_container(node, resolve=True)
-    assert isinstance(out, dict), f"expected a mapping node, got {type(out).__name__}"
-    return out  # type: ignore[return-value]  # a config's keys are strings
-
-
-class ConfigError(ValueError):
-    """A config that cannot run; the message names the key (and the row or scale) and the reason."""
-
-
-def row_file(name: str) -> str:
-    """Where row `name` lives, for messages (conf/row/<name>.yaml)."""
-    return f"conf/row/{name}.yaml"
 
 
 def paper_value(group: str, key: str) -> Any:
@@ -83,59 +70,42 @@ def resolve_row(cfg: DictConfig) -> DictConfig:
     return out
 
 
-def averaged(row) -> int:
-    """The most checkpoints a row's evaluations average (Table 2's test, Table 3's dev): the snapshots a run must
-    keep; 0 when each takes the last checkpoint alone."""
-    most = max(int(row.average_last), int(row.dev_average_last))
-    return most if most > 1 else 0
+def check_groups(cfg: DictConfig) -> None:
+    """Refuse, before any work starts, a value outside its set or range (the schemas' marks, aiayn.marks.check_values),
+    naming the group and key; what values must say together is the dataclasses' own (`__post_init__`), checked when
+    `prepare` builds them."""
+    for group, schema in (
+        ("model", ModelConfig),
+        ("train", TrainConfig),
+        ("decode", DecodeConfig),
+        ("data", DataConfig),
+        ("logger", LoggerConfig),
+        ("trainer", TrainerConfig),
+    ):
+        check_values(cfg[group], schema, f"{group}.")
+    check_values(cfg.row, RowConfig, f"{row_file(cfg.row.name)}: ")
 
 
-def validate(cfg: DictConfig) -> None:
-    """Refuse, before any work starts, a config whose values cannot run; the message names the key. Sets and ranges
-    are the schemas' marks (aiayn.marks.check_values), the model's values the model's own check."""
-    try:
-        check_model(ModelConfig(**plain(cfg.model)), where="model.")
-        for group, schema in (
-            ("train", TrainConfig),
-            ("decode", DecodeConfig),
-            ("data", DataConfig),
-            ("logger", LoggerConfig),
-            ("trainer", TrainerConfig),
-        ):
-            check_values(cfg[group], schema, f"{group}.")
-        TrainConfig(**plain(cfg.train))  # the values together (TrainConfig.__post_init__)
-        check_values(cfg.row, RowConfig, f"{row_file(cfg.row.name)}: ")
-    except ValueError as err:
-        raise ConfigError(f"{err} (row '{cfg.row.name}')") from None
-    t, row = cfg.train, cfg.row
-    for key in ("average_last", "dev_average_last"):
-        if row[key] > 1 and t.keep_last < row[key]:
-            raise ConfigError(
-                f"train.keep_last={t.keep_last} keeps fewer checkpoints than row '{row.name}' averages "
-                f"(row.{key}={row[key]})"
-            )
-    if cfg.data.name == "synthetic" and cfg.data.max_words < 4:
-        raise ConfigError(
-            f"data.max_words={cfg.data.max_words} must be >= 4 (the synthetic corpus's shortest sentence)"
-        )
-    if cfg.data.form != "raw" and cfg.data.name != "multi30k":
-        raise ConfigError(f"data.form={cfg.data.form}: only data=multi30k is published in that form; use data.form=raw")
-
-
-def prepare(cfg: DictConfig) -> DictConfig:
-    """The run's final config: the row applied, every value checked, interpolations resolved, read-only (its
-    folders: aiayn.runspec.RunSpec.of(cfg))."""
+def prepare(cfg: DictConfig) -> Config:
+    """The run's final config, typed: the row applied, interpolations resolved, every value checked (each alone by
+    its mark, together by the schemas' `__post_init__`); a value that cannot run is a ConfigError naming the key and
+    the row. Its folders: aiayn.runspec.RunSpec.of(cfg)."""
+    tree = OmegaConf.to_container(cfg, resolve=False)
+    assert isinstance(tree, dict)
+    refuse_credentials(tree)  # before the schema's dataclasses drop a key they lack (`+logger.api_key=...`)
     out = resolve_row(cfg)
-    validate(out)
     OmegaConf.resolve(out)
-    OmegaConf.set_readonly(out, True)
-    return out
+    try:
+        check_groups(out)
+        built = OmegaConf.to_object(out)
+    except OmegaConfBaseException as err:  # a __post_init__'s error, as OmegaConf rethrows it
+        raise _named(err.__cause__ if isinstance(err.__cause__, ValueError) else err, cfg.row.name) from None
+    except ValueError as err:
+        raise _named(err, cfg.row.name) from None
+    assert isinstance(built, Config), f"the composed config is a {type(built).__name__}, not a Config"
+    return built
 
 
-def typed(node: DictConfig, schema: type[T]) -> T:
-    """A group of the prepared config as its schema's dataclass (e.g. `typed(cfg.aggregate, AggregateConfig)`), so
-    that code past prepare() reads typed fields, not string keys."""
-    out = OmegaConf.to_object(node)
-    if not isinstance(out, schema):
-        raise TypeError(f"config node is a {type(out).__name__}, not a {schema.__name__}")
-    return out
+def _named(err: Exception, row: str) -> ConfigError:
+    """A refused value's error as a ConfigError; one about a single group's key also names the row it ran with."""
+    return err if isinstance(err, ConfigError) else ConfigError(f"{err} (row '{row}')")

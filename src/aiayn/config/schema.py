@@ -27,6 +27,40 @@ SECRET_KEY = re.compile(
 )
 
 
+class ConfigError(ValueError):
+    """A config that cannot run; the message names the key (and the row or scale) and the reason."""
+
+
+def refuse_credentials(tree: dict[Any, Any]) -> None:
+    """Refuse a config tree (plain dicts) holding a credential-like key, e.g. `+logger.api_key=...`: the config is
+    saved with every run. The message names the key, never its value."""
+
+    def keys(node: Any, prefix: str = "") -> list[str]:
+        if not isinstance(node, dict):
+            return []
+        return [f"{prefix}{k}" for k in node if SECRET_KEY.search(str(k))] + [
+            found for k, v in node.items() for found in keys(v, f"{prefix}{k}.")
+        ]
+
+    if found := keys(tree):
+        raise ConfigError(
+            f"config key {found[0]} looks like a credential; credentials come from the environment "
+            f"(WANDB_API_KEY) or `wandb login`, never the config, which is saved with every run"
+        )
+
+
+def row_file(name: str) -> str:
+    """Where row `name` lives, for messages (conf/row/<name>.yaml)."""
+    return f"conf/row/{name}.yaml"
+
+
+def averaged(row: Any) -> int:
+    """The most checkpoints a row's evaluations average (Table 2's test, Table 3's dev): the snapshots a run must
+    keep; 0 when each takes the last checkpoint alone."""
+    most = max(int(row.average_last), int(row.dev_average_last))
+    return most if most > 1 else 0
+
+
 # Allowed values spelled once: the fields below offer them (the first is the default), and the modules that take them
 # (aiayn.data.clean, aiayn.data.batching, aiayn.decode.search) check them against these.
 # data.name: the built-in corpus, a local folder, or a remote corpus of aiayn.data.sources.catalog (its names)
@@ -269,7 +303,7 @@ class RowConfig:
     # Departure: see docs/departures.md#dev-averaging
     dev_average_last: int = 0
     # For a row the paper does not have: the smallest ΔBLEU from base worth detecting, in BLEU at the paper's scale
-    # (converted like the paper's differences); its seeds are planned for it. null: the margin (aggregate.margin_bleu).
+    # (converted like the paper's differences); its seeds are planned for it. null: the margin (design.margin_bleu).
     effect_of_interest: Optional[float] = None
     # Dataclasses made by patch_of: types for OmegaConf (it checks a row's keys and values against them), not for mypy.
     model: ModelPatch = field(default_factory=ModelPatch)  # type: ignore[valid-type]
@@ -296,7 +330,7 @@ class PathsConfig:
 
 @dataclass
 class DesignConfig:
-    """How Table 3 decides, declared before the runs: params.yaml's `aggregate` verdict keys, the one list of them
+    """How Table 3 decides, declared before the runs: params.yaml's `design` keys, the one list of them
     (aiayn.report.significance.Design takes them with the run's setting and checks them; docs/verdicts.md)."""
 
     alpha: float = 0.05  # the family-wise error rate of Table 3's verdicts together
@@ -318,7 +352,7 @@ class DesignConfig:
     max_seeds: int = 10  # the design's one extension gives a row at most this many seeds
 
 
-DESIGN_KEYS = tuple(f.name for f in dataclasses.fields(DesignConfig))  # params.yaml's `aggregate` verdict keys
+DESIGN_KEYS = tuple(f.name for f in dataclasses.fields(DesignConfig))  # params.yaml's `design` keys
 DesignPatch = patch_of(DesignConfig)
 
 
@@ -336,16 +370,16 @@ class ParamsConfig:
     model: ModelPatch = field(default_factory=ModelPatch)  # type: ignore[valid-type]
     train: TrainPatch = field(default_factory=TrainPatch)  # type: ignore[valid-type]
     decode: DecodePatch = field(default_factory=DecodePatch)  # type: ignore[valid-type]
-    aggregate: DesignPatch = field(default_factory=DesignPatch)  # type: ignore[valid-type]
+    design: DesignPatch = field(default_factory=DesignPatch)  # type: ignore[valid-type]
     rows: List[str] = field(default_factory=list)  # conf/row/ names, in table order
     seeds: List[int] = field(default_factory=list)  # every row's
     extra_seeds: Dict[str, List[int]] = field(default_factory=dict)  # row -> seeds besides `seeds` (aiayn.extension)
 
 
 @dataclass
-class AggregateConfig(DesignConfig):
-    """Which runs make the tables (null rows/seeds are read from `params_file`, the DVC pipeline's lists), and how
-    Table 3 decides (DesignConfig's keys, declared before the runs in params.yaml's `aggregate`)."""
+class TablesConfig:
+    """Which runs the aggregate stage's tables show (null rows/seeds: read from `params_file`, the DVC pipeline's
+    lists), and the device speed Table 2's training cost assumes."""
 
     rows: Optional[List[str]] = None
     seeds: Optional[List[int]] = None
@@ -368,4 +402,28 @@ class Config:
     row: RowConfig = field(default_factory=RowConfig)
     scale: ScaleConfig = field(default_factory=ScaleConfig)
     paths: PathsConfig = field(default_factory=PathsConfig)
-    aggregate: AggregateConfig = field(default_factory=AggregateConfig)
+    tables: TablesConfig = field(default_factory=TablesConfig)
+    design: DesignConfig = field(default_factory=DesignConfig)  # how Table 3 decides: params.yaml's `design`
+
+    def __post_init__(self) -> None:
+        """What the groups must say together (each group's own values: the marks and the groups' __post_init__);
+        runs when aiayn.config.resolve.prepare builds the run's config, before any work."""
+        from aiayn.model.config import check as check_model
+
+        check_model(self.model, where="model.")  # the model's values together (even sizes its positions pair)
+        t, row = self.train, self.row
+        for key in ("average_last", "dev_average_last"):
+            given = getattr(row, key)
+            if given > 1 and (t.keep_last or 0) < given:
+                raise ConfigError(
+                    f"train.keep_last={t.keep_last} keeps fewer checkpoints than row '{row.name}' averages "
+                    f"(row.{key}={given})"
+                )
+        if self.data.name == "synthetic" and self.data.max_words < 4:
+            raise ConfigError(
+                f"data.max_words={self.data.max_words} must be >= 4 (the synthetic corpus's shortest sentence)"
+            )
+        if self.data.form != "raw" and self.data.name != "multi30k":
+            raise ConfigError(
+                f"data.form={self.data.form}: only data=multi30k is published in that form; use data.form=raw"
+            )

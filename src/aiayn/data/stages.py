@@ -2,22 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import shutil
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig
-
 from aiayn import runspec
-from aiayn.config.resolve import plain
-from aiayn.config.schema import DATA_SOURCES
+from aiayn.config.schema import DATA_SOURCES, Config
 from aiayn.io import atomic_write_json
 
 log = logging.getLogger(__name__)
 
 
-def fetch(cfg: DictConfig) -> dict[str, Any]:
+def fetch(cfg: Config) -> dict[str, Any]:
     """Write data/raw/{train,valid,test}.{src,tgt} and stats.json for `cfg.data.name`."""
     d, out = cfg.data, Path(cfg.paths.raw)
     out.mkdir(parents=True, exist_ok=True)
@@ -57,10 +55,12 @@ def fetch(cfg: DictConfig) -> dict[str, Any]:
     from aiayn.data.clean import CleanOptions
     from aiayn.data.sources import prepare_local, prepare_multi30k, prepare_wmt14
 
-    clean = CleanOptions(**plain(d.clean))
+    # the data library's own option types, so that it is used without this config too
+    clean = CleanOptions(**dataclasses.asdict(d.clean))
     if d.name == "local":
+        assert d.path is not None, "data=local's data.path is mandatory (???): prepare refuses it missing"
         return prepare_local(
-            d.path,
+            Path(d.path),
             out,
             d.src_lang,
             d.tgt_lang,
@@ -75,22 +75,19 @@ def fetch(cfg: DictConfig) -> dict[str, Any]:
     if d.name == "multi30k" or d.name.startswith("wmt14_"):
         from aiayn.data.download import RetryPolicy
 
-        remote = dict(
-            mirror=d.mirror,
-            clean=clean,
-            max_train_pairs=d.max_train_pairs,
-            src_lang=d.src_lang,
-            tgt_lang=d.tgt_lang,
-            policy=RetryPolicy(**plain(d.download)),
-        )
-        cache = Path(d.cache_dir).expanduser()
+        policy = RetryPolicy(**dataclasses.asdict(d.download))
+        cache, most = Path(d.cache_dir).expanduser(), d.max_train_pairs
         if d.name == "multi30k":
-            return prepare_multi30k(out, cache, form=d.form, **remote)
-        return prepare_wmt14(d.name, out, cache, **remote)
+            return prepare_multi30k(
+                out, cache, d.mirror, clean, most, src_lang=d.src_lang, tgt_lang=d.tgt_lang, policy=policy, form=d.form
+            )
+        return prepare_wmt14(
+            d.name, out, cache, d.mirror, clean, most, src_lang=d.src_lang, tgt_lang=d.tgt_lang, policy=policy
+        )
     raise ValueError(f"data.name={d.name!r} is not one of {', '.join(DATA_SOURCES)}")
 
 
-def bpe(cfg: DictConfig) -> dict[str, Any]:
+def bpe(cfg: Config) -> dict[str, Any]:
     """Train the joint subword model on the training text and encode every split to data/bpe/."""
     from aiayn.data.binary import encode_split
     from aiayn.data.tokenizer import Tokenizer, train_tokenizer

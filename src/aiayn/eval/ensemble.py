@@ -13,9 +13,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig
-
 from aiayn import floatpath, runspec, tracking
+from aiayn.config.schema import Config
 from aiayn.eval.evaluate import score_translations
 from aiayn.eval.stage import decode_split, protocol
 from aiayn.eval.trained import decode_device, decode_precision, load_weights, run_tokenizer, select_last
@@ -25,7 +24,7 @@ from aiayn.runspec import RunSpec
 log = logging.getLogger(__name__)
 
 
-def evaluate_ensemble(cfg: DictConfig, seeds: list[int]) -> dict[str, Any] | None:
+def evaluate_ensemble(cfg: Config, seeds: list[int]) -> dict[str, Any] | None:
     """Decode and score the test set with the ensemble of `seeds` of cfg's row (and variant); None, writing
     nothing, for a row outside Table 2 or fewer than two seeds."""
     if "table2" not in cfg.row.tables or len(seeds) < 2:
@@ -51,7 +50,7 @@ def evaluate_ensemble(cfg: DictConfig, seeds: list[int]) -> dict[str, Any] | Non
     out = spec.ensemble_dir
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / runspec.hyps_file("test"), "".join(h + "\n" for h in hyps))
-    result = {
+    result: dict[str, Any] = {
         "seeds": list(seeds),
         "runs": [str(s.run_dir) for s in specs],
         "beam_size": cfg.decode.beam_size if cfg.decode.strategy == "beam" else 1,

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import DictConfig, OmegaConf
 
 from aiayn import floatpath, runspec, tracking
+from aiayn.config.schema import Config
 from aiayn.data.batching import eval_batches
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.decode.search import autocast, output_limits
@@ -40,7 +40,7 @@ log = logging.getLogger(__name__)
 
 
 def decode_split(
-    cfg: DictConfig, model: Models, tokenizer, split: str, device
+    cfg: Config, model: Models, tokenizer, split: str, device
 ) -> tuple[list[str], list[str], float, list[str], list[bool]]:
     """Translate `data/raw/{split}.src` (aiayn.eval.trained.search_with) with a model or an ensemble; return
     hypotheses, references, sentences per second, the sources and which hypotheses ran to the search's length
@@ -48,7 +48,7 @@ def decode_split(
     raw = Path(cfg.paths.raw)
     sources, refs = read_lines(raw / runspec.raw_file(split, "src")), read_lines(raw / runspec.raw_file(split, "tgt"))
     start = time.perf_counter()
-    outputs = search_with(cfg, model, tokenizer, sources, device, f"decode {split}")
+    outputs = search_with(cfg.decode, decode_precision(cfg), model, tokenizer, sources, device, f"decode {split}")
     hyps = tokenizer.decode(outputs)
     speed = len(sources) / max(time.perf_counter() - start, 1e-9)
     lengths = [len(ids) for ids in tokenizer.encode(sources)]
@@ -62,13 +62,13 @@ def decode_split(
 SECTIONS = (("dev", "valid"), ("test", "test"))
 
 
-def protocol(cfg: DictConfig, section: str) -> int:
+def protocol(cfg: Config, section: str) -> int:
     """How many of the run's last checkpoints a section's evaluation averages (1: the last alone): row.average_last
     for test, row.dev_average_last for dev (docs/departures.md#dev-averaging)."""
     return max(1, int(cfg.row.average_last if section == "test" else cfg.row.dev_average_last))
 
 
-def evaluate(cfg: DictConfig) -> dict[str, Any]:
+def evaluate(cfg: Config) -> dict[str, Any]:
     """Score a run (aiayn.runspec: runs/{row}/{variant}/seed{seed}) into its evaluation folder: eval.json (a `dev`
     section, and a `test` section for a row in Table 2: `table2` in `row.tables`) and each decoded split's
     hypotheses. A section whose checkpoints are the same as the one before reuses its model."""
@@ -82,7 +82,7 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     tracking.use_inputs(wandb_run, [tracking.checkpoint_artifact(cfg)])
     try:
         result: dict[str, Any] = {
-            "variant": OmegaConf.to_container(cfg.variant),
+            "variant": dict(cfg.variant),
             "run": str(spec.run_dir),
             "beam_size": cfg.decode.beam_size if cfg.decode.strategy == "beam" else 1,
             "length_penalty": cfg.decode.length_penalty,
@@ -130,7 +130,7 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
 
 
 def _evaluate_split(
-    cfg: DictConfig,
+    cfg: Config,
     spec: RunSpec,
     model: Transformer,
     tokenizer: Tokenizer,
@@ -177,7 +177,7 @@ def _to(loader, device):
         yield {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
 
 
-def _set_name(cfg: DictConfig, split: str, lines: int) -> dict[str, Any]:
+def _set_name(cfg: Config, split: str, lines: int) -> dict[str, Any]:
     """Which set was scored, from the fetch stage's stats.json (e.g. newstest2014-full), and its lines."""
     stats_path = Path(cfg.paths.raw) / runspec.DATA_STATS
     stats = read_json(stats_path) if stats_path.exists() else {}

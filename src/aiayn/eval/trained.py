@@ -8,11 +8,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
-from omegaconf import DictConfig, OmegaConf
 
 from aiayn import runspec
+from aiayn.config.keys import recorded_config
+from aiayn.config.schema import Config, DecodeConfig
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.decode.beam import Hypothesis
 from aiayn.decode.search import autocast, search, search_nbest
@@ -25,9 +27,10 @@ from aiayn.progress import Progress
 from aiayn.train.checkpoint_reader import read_checkpoint, stored_fingerprint
 
 
-def finished_run(run_dir: Path) -> DictConfig:
-    """The resolved config of a finished run folder (aiayn.runspec: config.yaml, train.json written when the run
-    ended, checkpoints); a folder that is not one is refused naming what it lacks."""
+def finished_run(run_dir: Path) -> Config:
+    """The config of a finished run folder (aiayn.runspec: config.yaml, train.json written when the run ended,
+    checkpoints), as this version reads it (aiayn.config.keys.recorded_config); a folder that is not one is refused
+    naming what it lacks."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise FileNotFoundError(f"{run_dir}: no such folder; give a train stage's run folder, such as runs/base/seed1")
@@ -40,17 +43,15 @@ def finished_run(run_dir: Path) -> DictConfig:
             f"{runspec.TRAIN_SUMMARY} when the run ends); finish it with `dvc repro` or `python pipeline/train.py` "
             f"with its row and seed"
         )
-    cfg = OmegaConf.load(run_dir / runspec.CONFIG)
-    assert isinstance(cfg, DictConfig), "the train stage writes config.yaml from a DictConfig"
-    return cfg
+    return recorded_config(run_dir / runspec.CONFIG)
 
 
 @dataclass(frozen=True)
 class OpenedRun:
-    """A finished run ready to decode: its resolved config, model, tokenizer, the checkpoints whose mean the
+    """A finished run ready to decode: its config, model, tokenizer, the checkpoints whose mean the
     model holds, and the device it is on."""
 
-    cfg: DictConfig
+    cfg: Config
     model: Transformer
     tokenizer: Tokenizer
     checkpoints: list[Path]
@@ -110,60 +111,75 @@ def run_tokenizer(bpe_dir: Path, checkpoint: Path) -> Tokenizer:
     return tokenizer
 
 
-def decode_device(cfg: DictConfig) -> torch.device:
+def decode_device(cfg: Config) -> torch.device:
     """The GPU when the run's trainer uses one and this machine has one, else the CPU."""
     return torch.device("cuda" if cfg.trainer.accelerator == "gpu" and torch.cuda.is_available() else "cpu")
 
 
-def decode_precision(cfg: DictConfig) -> str:
+def decode_precision(cfg: Config) -> str:
     """decode.precision, or the precision the run trained in (trainer.precision) when it is null."""
     return str(cfg.decode.precision or cfg.trainer.precision)
 
 
 def translate_with(
-    cfg: DictConfig, model: Models, tokenizer: Tokenizer, sentences: Sequence[str], device, what: str
+    decode: DecodeConfig,
+    precision: str,
+    model: Models,
+    tokenizer: Tokenizer,
+    sentences: Sequence[str],
+    device: torch.device,
+    what: str,
 ) -> list[str]:
-    """`sentences` translated with cfg.decode's search, batch size and arithmetic (`decode_precision`), in order;
+    """`sentences` translated with `decode`'s search and batch size in `precision` (`decode_precision`), in order;
     progress lines name `what` ("decode valid")."""
-    return tokenizer.decode(search_with(cfg, model, tokenizer, sentences, device, what))
+    return tokenizer.decode(search_with(decode, precision, model, tokenizer, sentences, device, what))
 
 
 def search_with(
-    cfg: DictConfig, model: Models, tokenizer: Tokenizer, sentences: Sequence[str], device, what: str
+    decode: DecodeConfig,
+    precision: str,
+    model: Models,
+    tokenizer: Tokenizer,
+    sentences: Sequence[str],
+    device: torch.device,
+    what: str,
 ) -> list[list[int]]:
     """`translate_with`'s output token ids (no BOS or EOS), before the tokenizer's decode."""
-    with autocast(decode_precision(cfg), device):
+    # The evaluate stage sums a run up in one line; a long decode (WMT's test sets) still reports progress.
+    progress = Progress(f"{what} ({decode.strategy})", len(sentences), "sentences", always_last=False)
+    with autocast(precision, device):
         return search(
             model,
             tokenizer,
             list(sentences),
-            strategy=cfg.decode.strategy,
-            beam_size=cfg.decode.beam_size,
-            alpha=cfg.decode.length_penalty,
-            max_len_b=cfg.decode.max_len_b,
-            batch_tokens=cfg.decode.batch_tokens,
-            device=device,
-            compact_every=cfg.decode.compact_every,
-            # The evaluate stage sums a run up in one line; a long decode (WMT's test sets) still reports progress.
-            progress=Progress(f"{what} ({cfg.decode.strategy})", len(sentences), "sentences", always_last=False),
+            strategy=decode.strategy,
+            progress=progress,
+            **_search_options(decode, device),
         )
 
 
 def nbest_with(
-    cfg: DictConfig, model: Models, tokenizer: Tokenizer, sentences: Sequence[str], device, nbest: int
+    decode: DecodeConfig,
+    precision: str,
+    model: Models,
+    tokenizer: Tokenizer,
+    sentences: Sequence[str],
+    device: torch.device,
+    nbest: int,
 ) -> list[list[Hypothesis]]:
-    """The best `nbest` hypotheses of cfg.decode's beam search (beam_size, length_penalty, max_len_b, batch size
-    and arithmetic as `search_with`), best first; the first is `search_with`'s output."""
-    with autocast(decode_precision(cfg), device):
-        return search_nbest(
-            model,
-            tokenizer,
-            list(sentences),
-            beam_size=cfg.decode.beam_size,
-            alpha=cfg.decode.length_penalty,
-            max_len_b=cfg.decode.max_len_b,
-            nbest=nbest,
-            batch_tokens=cfg.decode.batch_tokens,
-            device=device,
-            compact_every=cfg.decode.compact_every,
-        )
+    """The best `nbest` hypotheses of `decode`'s beam search (its beam, length penalty, length limit and batch size,
+    as `search_with`), best first; the first is `search_with`'s output."""
+    with autocast(precision, device):
+        return search_nbest(model, tokenizer, list(sentences), nbest=nbest, **_search_options(decode, device))
+
+
+def _search_options(decode: DecodeConfig, device: torch.device) -> dict[str, Any]:
+    """decode's settings as aiayn.decode.search takes them (its `alpha` is decode.length_penalty)."""
+    return dict(
+        beam_size=decode.beam_size,
+        alpha=decode.length_penalty,
+        max_len_b=decode.max_len_b,
+        batch_tokens=decode.batch_tokens,
+        device=device,
+        compact_every=decode.compact_every,
+    )

@@ -15,10 +15,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 
-from aiayn.config.resolve import ConfigError
-from aiayn.config.schema import DecodeConfig
+from aiayn.config.schema import Config, ConfigError, DecodeConfig
 from aiayn.eval.evaluate import score_translations
 from aiayn.eval.stage import decode_split
 from aiayn.eval.trained import decode_device, load_model, run_tokenizer
@@ -42,7 +41,7 @@ def decoding_context(ckpt_paths: Sequence[Path], max_len_b: int, dev_lines: int)
     return {"checkpoints": ckpts, "max_len_b": max_len_b, "dev_lines": dev_lines}
 
 
-def tune_setting(cfg: DictConfig) -> dict[str, Any]:
+def tune_setting(cfg: Config) -> dict[str, Any]:
     """Decode the dev split with cfg.decode's beam size and alpha, write its scores, then re-choose the best."""
     if cfg.decode.strategy != "beam":
         raise ConfigError(f"decode.strategy={cfg.decode.strategy!r}: tuning sweeps beam search; use decode=paper")

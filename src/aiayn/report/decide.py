@@ -261,7 +261,7 @@ def plan_extension(planned: Mapping[str, int | None], seeds: Mapping[str, Sequen
         elif want <= len(have):
             plan.why[row] = f"{want} planned, has {len(have)}: its verdict is final"
         elif want > max_seeds:
-            plan.why[row] = f"{want} planned > aggregate.max_seeds {max_seeds}: stays at {len(have)}"
+            plan.why[row] = f"{want} planned > design.max_seeds {max_seeds}: stays at {len(have)}"
         else:
             plan.adds[row] = new_seeds(have, want - len(have))
             plan.why[row] = f"{want} planned, has {len(have)}"

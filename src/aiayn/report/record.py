@@ -1,6 +1,6 @@
 """The design record: how Table 3 decides, frozen with the first table of a study (results/design.json).
 
-The aggregate stage writes it with the pilot's table: the design's keys (params.yaml's `aggregate`), the pilot's
+The aggregate stage writes it with the pilot's table: the design's keys (params.yaml's `design`), the pilot's
 seeds, and every seed of every row a table of the study has shown. Later tables keep it: a design is declared once,
 before its pilot is seen. `python -m aiayn.extension` extends only a study whose params still say what its record says;
 a design changed after its pilot was seen, or a "new study" whose pilot reuses runs an earlier table showed (a
@@ -16,14 +16,15 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from aiayn.config.schema import DESIGN_KEYS as KEYS  # the declared keys (params.yaml's aggregate block)
+from aiayn.config.schema import DESIGN_KEYS as KEYS
+from aiayn.config.schema import DesignConfig
 from aiayn.io import atomic_write_json
 from aiayn.report.significance import Design
 
 FILE = "design.json"
 
 
-def declared(design: Design) -> dict[str, Any]:
+def declared(design: DesignConfig) -> dict[str, Any]:
     """A design's declared keys as plain values."""
     keys = asdict(design)
     return {k: keys[k] for k in KEYS}
@@ -46,7 +47,7 @@ def read(path: Path) -> dict[str, Any] | None:
 def differences(record: Mapping[str, Any], design: Mapping[str, Any], pilot: Sequence[int]) -> list[str]:
     """What the given design and pilot change in the record's study, one sentence each (empty: the same study)."""
     out = [
-        f"aggregate.{k}: {record['design'].get(k)!r} in the record, {design.get(k)!r} now"
+        f"design.{k}: {record['design'].get(k)!r} in the record, {design.get(k)!r} now"
         for k in KEYS
         if record["design"].get(k) != design.get(k)
     ]
@@ -81,13 +82,13 @@ def update(path: Path, design: Design, pilot: Sequence[int], seeds: Mapping[str,
     return []
 
 
-def refuse_extension(path: Path, design: Mapping[str, Any], pilot: Sequence[int]) -> str | None:
+def refuse_extension(path: Path, design: DesignConfig, pilot: Sequence[int]) -> str | None:
     """Why the study in params.yaml may not be extended (None: it may): no record, or params that changed since
     the study's record was made."""
     record = read(path)
     if record is None:
         return f"{path} not found: run `dvc repro` first; the pilot's table records its design there"
-    changed = differences(record, design, pilot)
+    changed = differences(record, declared(design), pilot)
     if not changed:
         return None
     again = sorted(shown_seeds(record) & set(pilot))

@@ -131,7 +131,7 @@ def planning_sd(sds: Sequence[float | None], ns: Sequence[int], pool: str = "med
     if pool == "pooled":
         return pooled_sd([sd for sd, _ in pairs], [n for _, n in pairs])[0]
     if pool != "median":
-        raise ValueError(f"aggregate.planning_pool must be one of {PLANNING_POOLS}, got {pool!r}")
+        raise ValueError(f"design.planning_pool must be one of {PLANNING_POOLS}, got {pool!r}")
     return math.sqrt(float(np.median([sd * sd / _chi2_median_ratio(n - 1) for sd, n in pairs])))
 
 
@@ -252,7 +252,7 @@ def sign_flip_p(diffs: Sequence[float]) -> float | None:
 
 @dataclass
 class Design(DesignConfig):
-    """How Table 3 decides: the keys declared before the runs (DesignConfig: params.yaml's aggregate.*;
+    """How Table 3 decides: the keys declared before the runs (DesignConfig: params.yaml's design.*;
     docs/verdicts.md), checked, with what the run's setting and the design's stage add.
 
     Each row makes one claim per column of `columns`: dev BLEU (differences from base in BLEU) and dev PPL
@@ -273,25 +273,19 @@ class Design(DesignConfig):
         self.columns = list(self.columns)  # any sequence (a ListConfig, a tuple) as the schema's list
         for name, value in (("alpha", self.alpha), ("power", self.power)):
             if not 0 < value < 1:
-                raise ValueError(f"aggregate.{name} must be in (0, 1), got {value}")
+                raise ValueError(f"design.{name} must be in (0, 1), got {value}")
         if not self.margin_bleu > 0:
-            raise ValueError(f"aggregate.margin_bleu must be > 0 (BLEU at the paper's scale), got {self.margin_bleu}")
+            raise ValueError(f"design.margin_bleu must be > 0 (BLEU at the paper's scale), got {self.margin_bleu}")
         for name, scale in (("bleu_scale", self.bleu_scale), ("ppl_scale", self.ppl_scale)):
             if scale is not None and not scale > 0:
-                raise ValueError(f"aggregate.{name} must be > 0 or null, got {scale}")
+                raise ValueError(f"design.{name} must be > 0 or null, got {scale}")
         if not 0 < self.margin_ppl < 1:
-            raise ValueError(
-                f"aggregate.margin_ppl must be in (0, 1) (a relative change of PPL), got {self.margin_ppl}"
-            )
+            raise ValueError(f"design.margin_ppl must be in (0, 1) (a relative change of PPL), got {self.margin_ppl}")
         if not self.columns or set(self.columns) - set(VERDICT_COLUMNS):
             raise ValueError(
-                f"aggregate.columns must be a non-empty subset of {list(VERDICT_COLUMNS)}, got {list(self.columns)}"
+                f"design.columns must be a non-empty subset of {list(VERDICT_COLUMNS)}, got {list(self.columns)}"
             )
         if self.planning_pool not in PLANNING_POOLS:
-            raise ValueError(
-                f"aggregate.planning_pool must be one of {list(PLANNING_POOLS)}, got {self.planning_pool!r}"
-            )
+            raise ValueError(f"design.planning_pool must be one of {list(PLANNING_POOLS)}, got {self.planning_pool!r}")
         if self.max_seeds < 2:
-            raise ValueError(
-                f"aggregate.max_seeds must be at least 2 (a paired t needs two seeds), got {self.max_seeds}"
-            )
+            raise ValueError(f"design.max_seeds must be at least 2 (a paired t needs two seeds), got {self.max_seeds}")

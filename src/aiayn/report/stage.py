@@ -7,12 +7,9 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig
-
 from aiayn import runspec, tracking
 from aiayn.config.params import rows_and_seeds
-from aiayn.config.resolve import typed
-from aiayn.config.schema import DESIGN_KEYS, AggregateConfig
+from aiayn.config.schema import DESIGN_KEYS, Config, DesignConfig
 from aiayn.io import atomic_write_json
 from aiayn.report import record
 from aiayn.report.significance import Design
@@ -24,8 +21,8 @@ from aiayn.runspec import RunSpec
 log = logging.getLogger(__name__)
 
 
-def design_of(cfg: DictConfig, declared: AggregateConfig, seeds: dict[str, list[int]], pilot: list[int]) -> Design:
-    """How Table 3 decides (the aggregate group's verdict keys, `declared`), at this setting, at the design's stage:
+def design_of(cfg: Config, declared: DesignConfig, seeds: dict[str, list[int]], pilot: list[int]) -> Design:
+    """How Table 3 decides (the design's keys, `declared`), at this setting, at the design's stage:
     extended once any row has seeds beyond the pilot's."""
     return Design(
         **{key: getattr(declared, key) for key in DESIGN_KEYS},
@@ -35,12 +32,11 @@ def design_of(cfg: DictConfig, declared: AggregateConfig, seeds: dict[str, list[
     )
 
 
-def tabulate(cfg: DictConfig) -> dict[str, Any]:
+def tabulate(cfg: Config) -> dict[str, Any]:
     """The aggregate stage's job: the design record updated, then every table, figure and metrics.json written from
     the evaluations (aiayn.report.summary.write_tables), the summary returned."""
-    a = typed(cfg.aggregate, AggregateConfig)
-    rows, seeds, pilot = rows_and_seeds(a)
-    design = design_of(cfg, a, seeds, pilot)
+    rows, seeds, pilot = rows_and_seeds(cfg.tables)
+    design = design_of(cfg, cfg.design, seeds, pilot)
     raw = Path(cfg.paths.raw)
     changed = record.update(Path(cfg.paths.results) / record.FILE, design, pilot, seeds)
     summary = write_tables(
@@ -50,7 +46,7 @@ def tabulate(cfg: DictConfig) -> dict[str, Any]:
         seeds=seeds,
         refs={split: raw / runspec.raw_file(split, "tgt") for split in ("valid", "test")},
         out_dir=Path(cfg.paths.results),
-        sustained_flops_per_device=a.sustained_flops_per_device,
+        sustained_flops_per_device=cfg.tables.sustained_flops_per_device,
         variant=dict(cfg.variant),
         design=design,
         design_changed=changed,
@@ -64,7 +60,7 @@ def tabulate(cfg: DictConfig) -> dict[str, Any]:
     return summary
 
 
-def inputs(cfg: DictConfig, seeds: dict[str, list[int]]) -> list[tracking.ArtifactSpec]:
+def inputs(cfg: Config, seeds: dict[str, list[int]]) -> list[tracking.ArtifactSpec]:
     """The evaluation artifacts the tables were made from: every run of the table's variant that was evaluated."""
     specs = [
         RunSpec.for_row(row, seed, dict(cfg.variant), cfg.paths.runs, cfg.paths.evals)
@@ -92,7 +88,7 @@ RESULT_FILES = (
 )
 
 
-def _log(cfg: DictConfig, summary: dict[str, Any], results: Path, used: list[tracking.ArtifactSpec]) -> None:
+def _log(cfg: Config, summary: dict[str, Any], results: Path, used: list[tracking.ArtifactSpec]) -> None:
     """One wandb run of job_type aggregate: Table 3 (paper columns, verdicts), Table 2, the sweep, dev BLEU by row
     as a bar chart and with its CI error bars (the figure), the headline numbers as summary; the evaluations as
     inputs, the results as its artifact."""

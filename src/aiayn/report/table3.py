@@ -288,8 +288,8 @@ def legend(context: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], design
     margin, margin_log = base.get("margin_bleu"), base.get("margin_log_ppl")
     if design.bleu_scale is not None or design.ppl_scale is not None:
         setting = (
-            f"The paper's effects are converted by the declared factors (aggregate.bleu_scale "
-            f"{_shown(scale, 'g')}, aggregate.ppl_scale {_shown(ppl_scale, 'g')})."
+            f"The paper's effects are converted by the declared factors (design.bleu_scale "
+            f"{_shown(scale, 'g')}, design.ppl_scale {_shown(ppl_scale, 'g')})."
         )
     elif design.paper_setting:
         setting = "This is the paper's setting: the paper's differences are compared as they are."
@@ -344,7 +344,7 @@ def legend(context: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], design
         'says smoothing "hurts perplexity, as the model learns to be more unsure, but improves accuracy and BLEU '
         'score".\n\n'
         f"seeds planned: the seeds at which each of the row's claims has {design.power:.0%} power at the family "
-        f"level, the most any claim needs within {design.max_seeds} (aggregate.max_seeds), planned from the "
+        f"level, the most any claim needs within {design.max_seeds} (design.max_seeds), planned from the "
         f"{design.planning_pool} of the rows' variances (BLEU {_shown(base.get('planning_sd'), '.3g')}, log PPL "
         f"{_shown(base.get('planning_sd_ppl'), '.3g')}): to reproduce the difference of interest, or for a "
         f"no-difference claim to show it within ±δ when there is none; > {SEEDS_UP_TO}: out of reach. {stage}\n\n"

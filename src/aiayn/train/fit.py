@@ -8,6 +8,7 @@ matches), curve.csv and, at the end, train.json.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from pathlib import Path
@@ -16,10 +17,10 @@ from typing import Any, NamedTuple
 import lightning as L
 import torch
 from lightning.pytorch.callbacks import EarlyStopping
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 
 from aiayn import fingerprint, floatpath, runspec, tracking
-from aiayn.config.resolve import plain
+from aiayn.config.schema import Config, TrainConfig, TrainerConfig
 from aiayn.data.datamodule import TranslationDataModule
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.io import atomic_write_json, atomic_write_text, read_json
@@ -39,7 +40,7 @@ class Batching(NamedTuple):
     micro_tokens: int  # token budget of one micro-batch (source and target each, padding included)
 
 
-def batching(cfg: DictConfig) -> Batching:
+def batching(trainer: TrainerConfig, t: TrainConfig) -> Batching:
     """Micro-batches per update and their size, so that an update of all devices sees about train.batch_tokens.
 
     accumulate = ceil(batch_tokens / (max_tokens x devices)); then each micro-batch gets
@@ -51,20 +52,18 @@ def batching(cfg: DictConfig) -> Batching:
     """
     from lightning.pytorch.accelerators import CPUAccelerator, CUDAAccelerator
 
-    accelerator, devices = cfg.trainer.accelerator, cfg.trainer.devices
-    devices = OmegaConf.to_container(devices) if OmegaConf.is_config(devices) else devices
+    accelerator, devices = trainer.accelerator, trainer.devices
     gpu = accelerator in ("gpu", "cuda") or (accelerator == "auto" and CUDAAccelerator.is_available())
     kind = CUDAAccelerator if gpu else CPUAccelerator
     if devices == "auto":
         devices = kind.auto_device_count()
     parsed: Any = kind.parse_devices(devices)  # an int or a list of indices, as get_parallel_devices takes it
-    world = len(kind.get_parallel_devices(parsed)) * cfg.trainer.num_nodes
-    t = cfg.train
+    world = len(kind.get_parallel_devices(parsed)) * trainer.num_nodes
     accumulate = max(1, math.ceil(t.batch_tokens / (t.max_tokens * world)))
     return Batching(accumulate, min(t.max_tokens, math.ceil(t.batch_tokens / (world * accumulate))))
 
 
-def train(cfg: DictConfig) -> dict[str, Any]:
+def train(cfg: Config) -> dict[str, Any]:
     """Train `cfg.row` with `cfg.seed`; return (and write) the train.json summary."""
     tracking.refuse_secrets(cfg)
     spec = RunSpec.of(cfg)
@@ -77,13 +76,13 @@ def train(cfg: DictConfig) -> dict[str, Any]:
             lock.close()
 
 
-def _train(cfg: DictConfig, spec: RunSpec) -> dict[str, Any]:
+def _train(cfg: Config, spec: RunSpec) -> dict[str, Any]:
     run_dir, bpe_dir, ckpt_dir = spec.run_dir, Path(cfg.paths.bpe), spec.checkpoints
     float_path = floatpath.pin_stage(cfg.trainer, cfg.trainer.precision)
-    atomic_write_text(run_dir / runspec.CONFIG, OmegaConf.to_yaml(tracking.scrub(OmegaConf.to_container(cfg))))
+    atomic_write_text(run_dir / runspec.CONFIG, OmegaConf.to_yaml(tracking.scrub(dataclasses.asdict(cfg))))
     L.seed_everything(cfg.seed, workers=True)
     tokenizer = Tokenizer(bpe_dir / runspec.TOKENIZER)
-    batches = batching(cfg)
+    batches = batching(cfg.trainer, cfg.train)
     datamodule = TranslationDataModule(
         bpe_dir,
         max_tokens=batches.micro_tokens,
@@ -94,12 +93,7 @@ def _train(cfg: DictConfig, spec: RunSpec) -> dict[str, Any]:
         batch_order=cfg.train.batch_order,
         batch_budget=cfg.train.batch_budget,
     )
-    module = TranslationModule(
-        model=plain(cfg.model),
-        train=plain(cfg.train),
-        vocab_size=tokenizer.vocab_size,
-        pad_id=tokenizer.pad_id,
-    )
+    module = TranslationModule(cfg.model, cfg.train, tokenizer.vocab_size, tokenizer.pad_id)
     if cfg.train.compile:
         module.compile_step()  # model and loss together; checkpoint keys stay `model.*`
     ident = fingerprint.fingerprint(cfg, bpe_dir)
@@ -127,7 +121,7 @@ def _train(cfg: DictConfig, spec: RunSpec) -> dict[str, Any]:
         devices=cfg.trainer.devices,
         num_nodes=cfg.trainer.num_nodes,
         strategy=cfg.trainer.strategy,
-        precision=cfg.trainer.precision,
+        precision=cfg.trainer.precision,  # type: ignore[arg-type]  # Lightning checks it, naming the value
         deterministic=cfg.trainer.deterministic,
         max_steps=cfg.train.max_steps,
         accumulate_grad_batches=accumulate,
@@ -142,12 +136,12 @@ def _train(cfg: DictConfig, spec: RunSpec) -> dict[str, Any]:
         # Checkpointer is a Lightning Checkpoint callback, so Lightning adds no checkpointing of its own.
         callbacks=[
             *_early_stopping(cfg.train.patience),
-            Checkpointer(ckpt_dir, module.train_cfg, ident),
+            Checkpointer(ckpt_dir, cfg.train, ident),
             progress,
             curve,
             RngState(cfg.seed),
             MFUMonitor(
-                module.model.cfg,
+                cfg.model,
                 tokenizer.vocab_size,
                 cfg.train.log_every_steps,
                 str(cfg.trainer.precision),
@@ -191,13 +185,13 @@ def _early_stopping(patience: int) -> list[EarlyStopping]:
     ]
 
 
-def _finished(summary: dict[str, Any], step: int, cfg: DictConfig) -> bool:
+def _finished(summary: dict[str, Any], step: int, cfg: Config) -> bool:
     """Whether train.json says the run ended at `step`, the step of the checkpoint it would resume from: at
     max_steps, or stopped there by train.patience."""
     return step >= cfg.train.max_steps or (summary.get("stopped") == "patience" and summary.get("steps") == step)
 
 
-def _summary(cfg, trainer, module, datamodule, progress, tokenizer, batches: Batching) -> dict[str, Any]:
+def _summary(cfg: Config, trainer, module, datamodule, progress, tokenizer, batches: Batching) -> dict[str, Any]:
     metrics = trainer.callback_metrics
     stop = next((c for c in trainer.callbacks if isinstance(c, EarlyStopping)), None)
     stopped = "patience" if stop is not None and trainer.global_step < cfg.train.max_steps else "max_steps"

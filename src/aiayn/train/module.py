@@ -1,4 +1,4 @@
-"""The LightningModule: builds the Transformer from plain config values, trains it with the paper's recipe.
+"""The LightningModule: builds the Transformer from its ModelConfig, trains it with the paper's recipe.
 
 Section 5: Adam (beta1 0.9, beta2 0.98, eps 1e-9), the Eq. 3 learning-rate schedule stepped per optimizer update,
 label-smoothed cross-entropy. Logging of throughput, checkpoints and wandb live in callbacks (callbacks.py).
@@ -6,6 +6,7 @@ label-smoothed cross-entropy. Logging of throughput, checkpoints and wandb live 
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import lightning as L
@@ -13,28 +14,37 @@ import torch
 from lightning.pytorch.utilities.types import OptimizerLRScheduler
 
 from aiayn.config.schema import TrainConfig
-from aiayn.model.config import ModelConfig
+from aiayn.model.config import ModelConfig, recorded
 from aiayn.model.transformer import Transformer
 from aiayn.train.callbacks import ends_update
 from aiayn.train.step import ModelLoss, batch_loss, model_loss, optimizer_and_schedule
 
 
 class TranslationModule(L.LightningModule):
-    """One encoder-decoder translation task; `model` and `train` are plain dicts (the resolved config groups, kept
-    as plain values in the checkpoint's hyperparameters), read as ModelConfig and TrainConfig."""
+    """One encoder-decoder translation task, built from the run's `model` and `train` config groups; its
+    checkpoints' hyperparameters hold them as plain dicts, so that a checkpoint loads with weights_only=True
+    (`from_hyperparameters` builds the module back)."""
 
     first_bad_step: torch.Tensor  # a buffer (register_buffer)
 
-    def __init__(self, model: dict[str, Any], train: dict[str, Any], vocab_size: int, pad_id: int) -> None:
+    def __init__(self, model: ModelConfig, train: TrainConfig, vocab_size: int, pad_id: int) -> None:
         super().__init__()
-        self.save_hyperparameters()  # plain values only, so checkpoints load with weights_only=True
-        self.model = Transformer(ModelConfig(**model), vocab_size, pad_id)
-        self.train_cfg = TrainConfig(**train)
+        hparams = {"model": dataclasses.asdict(model), "train": dataclasses.asdict(train)}
+        self.save_hyperparameters(hparams | {"vocab_size": vocab_size, "pad_id": pad_id})
+        self.model = Transformer(model, vocab_size, pad_id)
+        self.train_cfg = train
         self.pad_id = pad_id
         self._val_sums = torch.zeros(3)  # label-smoothed loss, nll, target tokens over the validation set
         # First step whose loss was not finite (-1: none). Kept on the device so the check costs no sync per step.
         self.register_buffer("first_bad_step", torch.tensor(-1, dtype=torch.long), persistent=False)
         self._model_loss: ModelLoss = model_loss(self.model, pad_id)  # the forward pass and the loss together
+
+    @classmethod
+    def from_hyperparameters(cls, hparams: dict[str, Any]) -> TranslationModule:
+        """The module a checkpoint's `hyper_parameters` describe (its weights still to load): the model as this
+        version reads a recorded one (aiayn.model.config.recorded)."""
+        model, train = recorded(hparams["model"]), TrainConfig(**hparams["train"])
+        return cls(model, train, int(hparams["vocab_size"]), int(hparams["pad_id"]))
 
     def _losses(self, batch: dict[str, torch.Tensor], epsilon: float) -> tuple[torch.Tensor, torch.Tensor]:
         chunk = self.train_cfg.loss_chunk_tokens
