@@ -10,11 +10,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from omegaconf import DictConfig
+from omegaconf import OmegaConf
 
 from aiayn.config.keys import read_yaml, structured, unknown_key, valid_keys
-from aiayn.config.resolve import ConfigError
-from aiayn.config.schema import ROW_GROUPS, RowConfig
+from aiayn.config.schema import ROW_GROUPS, ConfigError, RowConfig
 from aiayn.marks import check_values
 
 
@@ -31,7 +30,7 @@ def _unknown(path: Path, key: str) -> ConfigError:
     )
 
 
-def read_row(path: Path | str) -> DictConfig:
+def read_row(path: Path | str) -> RowConfig:
     """A row file as a RowConfig (metadata and patch); a file that is not a valid RowConfig patch is refused, the
     message naming the file and the key."""
     path = Path(path)
@@ -47,4 +46,6 @@ def read_row(path: Path | str) -> DictConfig:
             check_values(row[group], schema, f"{path}: {group}.")
     except ValueError as err:
         raise ConfigError(str(err)) from None
-    return row
+    typed = OmegaConf.to_object(row)
+    assert isinstance(typed, RowConfig)
+    return typed
