@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import yaml
 
@@ -50,6 +52,35 @@ def test_unmeasured_devices_say_so_and_unknown_ones_are_refused():
     assert speed("H200", model, 37000, (27, 28)).measured and not speed("A100", model, 37000, (27, 28)).measured
     with pytest.raises(KeyError, match="TPU"):
         speed("TPU", model, 37000, (27, 28))
+
+
+def test_cpu_rates_are_the_measured_points_and_interpolated_between():
+    """bench/devices.yaml's CPU points: a shape measured gets its own rate; one between two gets a rate between
+    them (log FLOPs per token); one outside the measured range the nearest point's."""
+    from aiayn.plan import _per_token
+
+    def per_token(model: ModelConfig) -> float:
+        return _per_token(model, 1000, (10, 10))
+
+    small = ModelConfig(n_layers=1, d_model=32, d_ff=64, n_heads=2, d_k=16, d_v=16)
+    middle = ModelConfig(n_layers=2, d_model=128, d_ff=512, n_heads=4, d_k=32, d_v=32)
+    large, larger = ModelConfig(), ModelConfig(d_model=1024, d_ff=4096, d_k=128, d_v=128)
+    assert per_token(small) < per_token(middle) < per_token(large) < per_token(larger)
+    points = [(small, 0.02, "small"), (large, 0.04, "large")]
+    table = {
+        "CPU": {
+            "points": [dict(per_token_mflops=per_token(m) / 1e6, sustained_tflops=r, measured=w) for m, r, w in points]
+        }
+    }
+    for model, rate, where in (*points, (larger, 0.04, "large")):
+        got = speed("CPU", model, 1000, (10, 10), table)
+        assert got.train == pytest.approx(rate * 1e12, rel=1e-6) and got.source == where
+    t = math.log(per_token(middle) / per_token(small)) / math.log(per_token(large) / per_token(small))
+    assert speed("CPU", middle, 1000, (10, 10), table).train == pytest.approx((0.02 + t * 0.02) * 1e12, rel=1e-6)
+    shipped = load()["CPU"]["points"]  # the measured table: larger shapes keep more of a core busy
+    assert [p["sustained_tflops"] for p in sorted(shipped, key=lambda p: p["per_token_mflops"])] == sorted(
+        p["sustained_tflops"] for p in shipped
+    )
 
 
 def test_sets_are_applied_as_dvc_exp_run_would(params):

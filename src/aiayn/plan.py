@@ -86,16 +86,24 @@ def speed(
     device: str, model: ModelConfig, vocab: int, lengths: tuple[float, float], table: dict[str, Any] | None = None
 ) -> Speed:
     """The rate for `model` on `device`: the MFU measured at base and big, log-interpolated between them by FLOPs
-    per token, times the dense peak; CPU: its measured sustained rate."""
+    per token, times the dense peak; CPU: its sustained rate measured at a few shapes (`points`), interpolated the
+    same way."""
     table = device_table() if table is None else table
     if device not in table:
         raise KeyError(f"--device {device!r} is not in bench/devices.yaml; known: {sorted(table)}")
     entry = table[device]
-    if "sustained_tflops" in entry:
-        rate = entry["sustained_tflops"] * 1e12
-        return Speed(rate, rate, "measured" in entry, entry.get("measured", "estimate"))
+    here = math.log(_per_token(model, vocab, lengths))
+    if "points" in entry:  # sustained rates measured at a few shapes
+        points = sorted(entry["points"], key=lambda p: p["per_token_mflops"])
+        x = [math.log(p["per_token_mflops"] * 1e6) for p in points]
+        i = max(0, min(len(points) - 2, sum(here > v for v in x[1:-1]))) if len(points) > 1 else 0
+        a, b = points[i], points[min(i + 1, len(points) - 1)]
+        t = 0.0 if a is b else min(1.0, max(0.0, (here - x[i]) / (x[i + 1] - x[i])))
+        rate = (a["sustained_tflops"] + t * (b["sustained_tflops"] - a["sustained_tflops"])) * 1e12
+        nearest = a if t < 0.5 else b
+        return Speed(rate, rate, "measured" in nearest, nearest.get("measured", "estimate"))
     lo, hi = (math.log(_per_token(anchors()[size], vocab, lengths)) for size in ("base", "big"))
-    t = min(1.0, max(0.0, (math.log(_per_token(model, vocab, lengths)) - lo) / (hi - lo)))
+    t = min(1.0, max(0.0, (here - lo) / (hi - lo)))
     mfu = entry["base"]["mfu"] + t * (entry["big"]["mfu"] - entry["base"]["mfu"])
     measured = "measured" in entry["base"] and "measured" in entry["big"]
     peak = peak_flops(device, "bf16-mixed")  # the datasheet's dense bf16 rate, aiayn.flops's table
