@@ -234,3 +234,29 @@ def test_the_m30k_tiny_scale_is_wu_et_als_recipe() -> None:
         10000,
         5,
     )
+
+
+def test_a_run_config_is_read_back_typed_as_this_version_reads_it(tmp_path: Path) -> None:
+    """config.yaml as the train stage writes it reads back as the same Config; a group or key this version no
+    longer has (an older run's `aggregate` block) is dropped, one it lacks takes its default; a value of the wrong
+    type is refused naming the file and the key."""
+    import dataclasses
+
+    import yaml
+
+    from aiayn.config.keys import recorded_config
+    from aiayn.config.schema import Config
+
+    cfg = prepare(compose(["row=A2", "seed=3", "train.lr_factor=2"]))
+    written = dataclasses.asdict(cfg)
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(written))
+    assert recorded_config(path) == cfg
+    older = {k: v for k, v in written.items() if k != "tables"} | {"aggregate": {"rows": None, "alpha": 0.05}}
+    older["model"] = {**older["model"], "retired_switch": True}
+    path.write_text(yaml.safe_dump(older))
+    back = recorded_config(path)
+    assert isinstance(back, Config) and back.model == cfg.model and back.tables == Config().tables
+    path.write_text(yaml.safe_dump({**written, "train": {**written["train"], "max_steps": "many"}}))
+    with pytest.raises(ConfigError, match=r"config\.yaml: train\.max_steps: Value 'many'"):
+        recorded_config(path)
