@@ -6,6 +6,10 @@ reads (not in its fingerprint or folder). `averaging(...)`: how a run is checkpo
 averages checkpoints (aiayn.runspec). `at_least=` / `unit=` / `positive=`: the range of a value. `check_values` is
 the one check of sets and ranges, run on the model's config when it is built and on every group before a run.
 Standard library only: the model's own config (aiayn.model.config) uses them, and the model needs no Hydra.
+
+`Sealable` is every config dataclass's base: `seal` makes a built config read-only, so that nothing changes a value
+after it was checked (aiayn.config.resolve.prepare seals the run's config); `dataclasses.replace` still makes a
+changed copy, which is not sealed.
 """
 
 from __future__ import annotations
@@ -54,6 +58,29 @@ def averaging(default: Any, **bounds: Any) -> Any:
     (row.average_last > 1, Table 2; row.dev_average_last > 1, Table 3 at the tiny scale) averages, so it is part of
     such a row's run and of no other's."""
     return mark(default, **bounds, averaging=True)
+
+
+class Sealable:
+    """A config dataclass that `seal` can make read-only (assigning a field then raises FrozenInstanceError)."""
+
+    __slots__ = ()
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if self.__dict__.get("_sealed"):
+            raise dataclasses.FrozenInstanceError(
+                f"cannot assign {type(self).__name__}.{name}: the run's config is read-only once checked; make a "
+                f"changed copy with dataclasses.replace"
+            )
+        object.__setattr__(self, name, value)
+
+
+def seal(config: Any) -> Any:
+    """Make a built config and every config dataclass inside it read-only; returns it."""
+    if isinstance(config, Sealable):
+        for f in dataclasses.fields(config):  # type: ignore[arg-type]  # a Sealable is a dataclass
+            seal(getattr(config, f.name))
+        object.__setattr__(config, "_sealed", True)
+    return config
 
 
 def marked(schema: type, name: str) -> dict[str, Any]:

@@ -145,9 +145,11 @@ def test_values_that_cannot_run_are_refused_with_their_key(override: str, key: s
         prepare(compose(override.split()))
 
 
-def test_prepared_config_is_the_typed_tree_resolved() -> None:
+def test_prepared_config_is_the_typed_tree_resolved_and_read_only() -> None:
     """prepare() builds the schema's dataclasses once, the row applied and interpolations resolved: every group a
-    component takes is its schema's type."""
+    component takes is its schema's type, and none can be changed after the check (a changed copy can)."""
+    import dataclasses
+
     from aiayn.config.schema import Config, DecodeConfig, RowConfig, TrainConfig
     from aiayn.model.config import ModelConfig
     from aiayn.runspec import RunSpec
@@ -157,6 +159,10 @@ def test_prepared_config_is_the_typed_tree_resolved() -> None:
     assert isinstance(cfg, Config) and isinstance(cfg.row, RowConfig) and isinstance(cfg.decode, DecodeConfig)
     assert isinstance(cfg.model, ModelConfig) and isinstance(cfg.train, TrainConfig)
     assert cfg.paths.results == "runs/out"
+    for group, key in ((cfg, "seed"), (cfg.model, "d_model"), (cfg.train, "lr_factor"), (cfg.row.model, "d_ff")):
+        with pytest.raises(dataclasses.FrozenInstanceError, match="read-only"):
+            setattr(group, key, 3)
+    assert dataclasses.replace(cfg.decode, beam_size=8).beam_size == 8 and cfg.decode.beam_size == 4
 
 
 def test_credential_overrides_are_refused_before_hydra_saves_them() -> None:

@@ -29,7 +29,7 @@ from aiayn.config.schema import (
     refuse_credentials,
     row_file,
 )
-from aiayn.marks import check_values, marked
+from aiayn.marks import check_values, marked, seal
 from aiayn.model.config import ModelConfig
 
 
@@ -103,7 +103,7 @@ def prepare(cfg: DictConfig) -> Config:
     except ValueError as err:
         raise _named(err, cfg.row.name) from None
     assert isinstance(built, Config), f"the composed config is a {type(built).__name__}, not a Config"
-    return built
+    return seal(built)
 
 
 def _named(err: Exception, row: str) -> ConfigError:

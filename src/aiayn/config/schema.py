@@ -17,7 +17,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
-from aiayn.marks import averaging, choice, mark, observed, relative
+from aiayn.marks import Sealable, averaging, choice, mark, observed, relative
 from aiayn.model.config import ModelConfig
 
 # A config key that names a credential (refused in configs and overrides, dropped from what is logged); whole
@@ -76,7 +76,7 @@ PLANNING_POOLS = ("median", "pooled")  # how Table 3's plan pools the rows' spre
 
 
 @dataclass
-class CleanConfig:
+class CleanConfig(Sealable):
     """Training-pair filters of the fetch stage; valid/test sets are never filtered."""
 
     min_len: int = 1
@@ -86,7 +86,7 @@ class CleanConfig:
 
 
 @dataclass
-class DownloadConfig:
+class DownloadConfig(Sealable):
     """How hard a download of the WMT archives keeps trying (aiayn.data.download.RetryPolicy): a transfer that keeps
     advancing is never abandoned; `retries` counts attempts in a row that added nothing."""
 
@@ -97,7 +97,7 @@ class DownloadConfig:
 
 
 @dataclass
-class DataConfig:
+class DataConfig(Sealable):
     name: str = choice(*DATA_SOURCES)
     src_lang: str = "en"
     tgt_lang: str = "de"
@@ -131,7 +131,7 @@ class DataConfig:
 
 
 @dataclass
-class TrainConfig:
+class TrainConfig(Sealable):
     """Section 5: optimizer, schedule, batching, regularisation; plus checkpointing and logging cadence."""
 
     max_steps: int = relative(100_000)
@@ -204,7 +204,7 @@ class TrainConfig:
 
 
 @dataclass
-class TrainerConfig:
+class TrainerConfig(Sealable):
     accelerator: str = "cpu"
     devices: Any = 1
     num_nodes: int = 1
@@ -221,7 +221,7 @@ class TrainerConfig:
 
 
 @dataclass
-class DecodeConfig:
+class DecodeConfig(Sealable):
     """Section 6.1: beam 4, length penalty alpha 0.6, max output length = input length + 50."""
 
     strategy: str = choice(*DECODE_STRATEGIES)
@@ -242,7 +242,7 @@ class DecodeConfig:
 
 
 @dataclass
-class LoggerConfig:
+class LoggerConfig(Sealable):
     backend: str = choice("wandb", "none")
     project: str = "aiayn"
     entity: Optional[str] = None
@@ -261,7 +261,7 @@ def patch_of(schema: type) -> type:
     """The row patch of a group schema: the same fields, each optional, None meaning "as the scale has it"."""
     hints = typing.get_type_hints(schema)
     specs = [(f.name, Optional[hints[f.name]], field(default=None)) for f in dataclasses.fields(schema)]
-    patch = dataclasses.make_dataclass(schema.__name__.replace("Config", "Patch"), specs)
+    patch = dataclasses.make_dataclass(schema.__name__.replace("Config", "Patch"), specs, bases=(Sealable,))
     patch.__module__ = __name__  # this module holds it by that name, so a config holding it pickles
     return patch
 
@@ -274,7 +274,7 @@ TABLES = ("table2", "table3")
 
 
 @dataclass
-class PaperRef:
+class PaperRef(Sealable):
     """Which of the paper's published rows a row reproduces (aiayn/report/paper_tables.yaml); null: none."""
 
     table3: Optional[str] = None  # its Table 3 row by our name: base, A1 .. E, big
@@ -282,7 +282,7 @@ class PaperRef:
 
 
 @dataclass
-class RowConfig:
+class RowConfig(Sealable):
     """One row of Table 3 (or a system of Table 2): metadata, and a typed patch over model, train and decode.
 
     Keys marked `relative` in the schemas above (sizes, max_steps, warmup_steps, batch_tokens) are given in the
@@ -312,12 +312,12 @@ class RowConfig:
 
 
 @dataclass
-class ScaleConfig:
+class ScaleConfig(Sealable):
     name: str = "paper"
 
 
 @dataclass
-class PathsConfig:
+class PathsConfig(Sealable):
     """The roots; a run's own folders under them are aiayn.runspec's (runs/{row}/{variant}/seed{seed}, ...)."""
 
     raw: str = "data/raw"
@@ -329,7 +329,7 @@ class PathsConfig:
 
 
 @dataclass
-class DesignConfig:
+class DesignConfig(Sealable):
     """How Table 3 decides, declared before the runs: params.yaml's `design` keys, the one list of them
     (aiayn.report.significance.Design takes them with the run's setting and checks them; docs/verdicts.md)."""
 
@@ -357,7 +357,7 @@ DesignPatch = patch_of(DesignConfig)
 
 
 @dataclass
-class ParamsConfig:
+class ParamsConfig(Sealable):
     """params.yaml, the DVC pipeline's knobs, read through this one structured config (aiayn.config.params), so a
     misspelt key or a value of the wrong type is refused naming the file and the key. The pipeline's choices
     (null: conf/config.yaml's) are passed to every stage; the groups' non-null keys override conf/ for every row. A
@@ -377,7 +377,7 @@ class ParamsConfig:
 
 
 @dataclass
-class TablesConfig:
+class TablesConfig(Sealable):
     """Which runs the aggregate stage's tables show (null rows/seeds: read from `params_file`, the DVC pipeline's
     lists), and the device speed Table 2's training cost assumes."""
 
@@ -388,7 +388,7 @@ class TablesConfig:
 
 
 @dataclass
-class Config:
+class Config(Sealable):
     seed: int = 1
     # The result-changing settings in which this run differs from its row at its scale, e.g. {"train.lr_factor": 2}
     # (aiayn.config.composition, filled by the entry points from the command line).

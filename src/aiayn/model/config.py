@@ -11,11 +11,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from aiayn.marks import check_values, choice, mark, relative
+from aiayn.marks import Sealable, check_values, choice, mark, relative
 
 
 @dataclass
-class ModelConfig:
+class ModelConfig(Sealable):
     """The paper's base model (Table 3, first row; section 3); scales resize it and rows change it.
 
     The switches below the sizes are what later work ablates; each defaults to the paper's choice.
