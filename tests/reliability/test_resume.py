@@ -50,7 +50,6 @@ def test_a_stopped_run_resumes_to_the_same_metrics_and_curve(stage, overrides, r
     assert not list(run_dir.parent.glob("stale-checkpoints-*"))
 
 
-@pytest.mark.slow
 def test_a_sigkilled_run_resumes_to_the_same_metrics(cli, overrides, reference, exact, tmp_path):
     """SIGKILL a real `python pipeline/train.py` once a second checkpoint exists; the same command finishes it."""
     args = [*overrides(tmp_path), f"hydra.run.dir={tmp_path}/outputs"]

@@ -28,7 +28,6 @@ def dvc(sh, cwd: Path, *args: str, timeout: float = 900) -> str:
     return sh([sys.executable, "-m", "dvc", *args], cwd, timeout=timeout).stdout
 
 
-@pytest.mark.slow
 def test_folder_remote_carries_results_to_another_clone(repo: Path, sh, tmp_path: Path) -> None:
     dvc(sh, repo, "repro")
     dvc(sh, repo, "remote", "add", "-d", "store", str(tmp_path / "store"))
