@@ -184,9 +184,8 @@ class TrainConfig(Sealable):
     resume: bool = observed(True)  # continue from checkpoints/last.ckpt when its config matches
 
     def __post_init__(self) -> None:
-        """What the values must say together (each alone: the marks). Runs where a TrainConfig is made from a
-        config (aiayn.config.resolve.validate, before any work; the module and the checkpointer), not on Hydra's
-        own composition."""
+        """What the values must say together (each alone: the marks). Runs when a TrainConfig is built from a
+        config (aiayn.config.resolve.prepare, before any work), not on Hydra's own composition."""
         if self.max_tokens > self.batch_tokens:
             raise ValueError(f"train.max_tokens={self.max_tokens} exceeds train.batch_tokens={self.batch_tokens}")
         if self.ckpt_every_steps and self.ckpt_every_minutes:
