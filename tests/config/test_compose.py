@@ -77,7 +77,6 @@ def test_snapshots_kept_follow_the_rows_averaging_unless_set() -> None:
     assert (tiny.row.dev_average_last, tiny.row.average_last) == (5, 0)
 
 
-@pytest.mark.slow  # composes every row at every scale: about a minute
 def test_every_rows_steps_are_a_multiple_of_the_checkpoint_cadence_at_every_scale() -> None:
     for scale in ("tiny", "small", "paper"):  # smoke is too small for some rows (a head size below 1)
         for row in options("row"):

@@ -1,8 +1,7 @@
-"""A tiny model, trained with the paper's loss, schedule and Adam settings, learns to copy (slow)."""
+"""A tiny model, trained with the paper's loss, schedule and Adam settings, learns to copy."""
 
 from __future__ import annotations
 
-import pytest
 import torch
 
 from aiayn.model.config import ModelConfig
@@ -20,7 +19,6 @@ def _copy_batch(n: int, length: int, seed: int) -> tuple[torch.Tensor, torch.Ten
     return src, tgt_in, src  # the target output is the source itself, EOS included
 
 
-@pytest.mark.slow
 def test_tiny_model_overfits_a_copy_task():
     torch.manual_seed(0)
     model = Transformer(ModelConfig(n_layers=2, d_model=64, d_ff=128, n_heads=4, d_k=16, d_v=16, dropout=0.0), VOCAB)

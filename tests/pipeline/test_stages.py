@@ -197,7 +197,6 @@ def test_the_evaluate_stage_starts_without_lightning() -> None:
     assert out.stdout.strip() == "[]", out.stdout
 
 
-@pytest.mark.slow  # trains and evaluates once more, for the log's format
 def test_a_run_whose_output_goes_to_a_file_logs_plain_progress_lines(workspace: Path, tmp_path: Path) -> None:
     """As under dvc repro or SLURM: no progress bar, no banner of Lightning's; with train.progress_every_s=0 a line
     every log_every_steps (the run, step / max, loss, lr, tokens/s, elapsed, ETA) and a summary line at the end; the

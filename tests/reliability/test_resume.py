@@ -73,7 +73,6 @@ def test_a_sigkilled_run_resumes_to_the_same_metrics(cli, overrides, reference, 
     assert not list((run_dir / "checkpoints").glob(".*.tmp"))
 
 
-@pytest.mark.slow
 def test_a_killed_run_continues_its_wandb_run(cli, overrides, tmp_path):
     """SIGKILL a run that logs to wandb (offline) and rerun it: the second process continues the same run id, its
     history keyed by trainer/global_step from where the checkpoint left off. 200 steps, so that the killed process's

@@ -75,7 +75,6 @@ def files_containing(root: Path, needle: bytes) -> list[Path]:
     return [p for p in root.rglob("*") if p.is_file() and needle in p.read_bytes()]
 
 
-@pytest.mark.slow
 def test_the_api_key_appears_in_no_file_or_log_of_any_stage(stage, overrides, cli, data_dir, tmp_path, monkeypatch):
     """fetch, bpe, train (from the command line, as DVC runs it), evaluate, aggregate with an API key set."""
     monkeypatch.setenv("WANDB_API_KEY", FAKE_KEY)

@@ -86,7 +86,6 @@ def _loss_on(ckpt: Path, batch: dict) -> float:
     return float(loss_sum) / int(batch["n_tgt_tokens"])
 
 
-@pytest.mark.slow
 def test_two_gloo_processes_match_one_process_with_twice_the_accumulation(
     smoke_data, smoke_overrides, sh, tmp_path: Path
 ) -> None:

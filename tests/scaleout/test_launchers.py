@@ -7,7 +7,6 @@ import stat
 import sys
 from pathlib import Path
 
-import pytest
 import submitit
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
@@ -69,7 +68,6 @@ def test_local_launcher_config_composes() -> None:
     assert params["_target_"].endswith("LocalLauncher") and params["gpus_per_node"] == 0
 
 
-@pytest.mark.slow
 def test_local_submitit_sweep_trains_one_run_per_seed(smoke_overrides, sh, tmp_path: Path) -> None:
     sh(
         [
