@@ -26,7 +26,8 @@
 # `python -m aiayn.plan` reads). With $OUT set, it gets gpu_check.txt (every part's log and the summary),
 # profile_base.txt and devices.yaml: three files, inside what the device tool brings back.
 #
-# Usage: OUT=<dir> bash bench/gpu_check.sh [--budget S] [--only part,part] [--fresh] [--dry-run]
+# Usage: OUT=<dir> bash bench/gpu_check.sh [--budget S] [--part-limit S] [--only part,part] [--fresh] [--dry-run]
+#        (--part-limit caps each part's own time limit: a quick first pass; a part it cuts is not done)
 #        (--levers is --only base_cudagraphs). The device tool's call:
 #   run(command="bash bench/gpu_check.sh", timeout_s=480)   # $OUT is set there; on status 1, the same call again
 # CPU dry run (tiny shapes, a few steps, a copy of the table, logs kept under $OUT or /tmp): --dry-run
@@ -35,19 +36,21 @@ cd "$(dirname "$0")/.."
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 PY="${PYTHON:-python3}"
 
-BUDGET=420; ONLY=""; FRESH=0; DRY=0
+BUDGET=420; PART_LIMIT=0; ONLY=""; FRESH=0; DRY=0
 while (( $# )); do
   case "$1" in
     --budget) BUDGET="$2"; shift;;
+    --part-limit) PART_LIMIT="$2"; shift;;
     --only) ONLY="$2"; shift;;
     --levers) ONLY=base_cudagraphs;;
     --fresh) FRESH=1;;
     --dry-run) DRY=1;;
-    *) echo "unknown argument $1 (--budget S, --only part[,part], --levers, --fresh, --dry-run)"; exit 2;;
+    *) echo "unknown argument $1 (--budget S, --part-limit S, --only part[,part], --levers, --fresh, --dry-run)"; exit 2;;
   esac
   shift
 done
 [[ "$BUDGET" =~ ^[0-9]+$ ]] || { echo "--budget takes whole seconds, got '$BUDGET'"; exit 2; }
+[[ "$PART_LIMIT" =~ ^[0-9]+$ ]] || { echo "--part-limit takes whole seconds, got '$PART_LIMIT'"; exit 2; }
 DEADLINE=$((SECONDS + BUDGET)); RESERVE=10; MIN_START=30
 
 # What the parts need, checked before any runs; the device's name and torch's version for devices.yaml.
@@ -78,6 +81,7 @@ result() {  # the value of "RESULT <name> <value>" in a log, or nothing
 ORDER=(); DONE=(); LEFT=()
 part() {  # part NAME LIMIT_S RESULT_KEY COMMAND...: run COMMAND into $KEEP/NAME.txt unless done, within the budget
   local name=$1 limit=$2 key=$3; shift 3
+  (( PART_LIMIT > 0 && PART_LIMIT < limit )) && limit=$PART_LIMIT
   ORDER+=("$name")
   if [[ -n "$ONLY" && ",$ONLY," != *",$name,"* ]]; then return 0; fi
   local log="$KEEP/$name.txt" stamp="# gpu_check part $name, code $CODE: $*"

@@ -102,7 +102,7 @@ def test_a_part_runs_within_the_budget_and_only_once(repo_root, gpu_image_env, t
 def test_the_whole_flow_runs_on_cpu_without_what_the_gpu_image_lacks(repo_root, gpu_image_env, tmp_path):
     """Every part at tiny shapes, under the GPU image's packages: the RESULT lines in order with the headline last,
     three files under $OUT (the device tool brings back at most eight), the shipped devices.yaml untouched; a
-    second call finds every part done; a part stopped by the budget is not done, and the next call runs it."""
+    second call finds every part done; a part stopped by its time limit is not done, and the next call runs it."""
     from aiayn.devices import TABLE
 
     before = TABLE.read_text()
@@ -132,9 +132,8 @@ def test_the_whole_flow_runs_on_cpu_without_what_the_gpu_image_lacks(repo_root, 
     assert again.returncode == 0 and again.stdout.count("done in an earlier call") == len(parts)
     assert results(again) == results(out)[-9:]  # the summary's lines, from the kept logs
 
-    # a part cut short by the budget (1 s of it left after the 10 s reserve: not even torch's import) leaves a log
-    # without its RESULT, and is not done
-    cut = gpu_check(repo_root, env, "--fresh", "--only", "base", "--budget", "11")
+    # a part cut short (--part-limit 1: not even torch's import) leaves a log without its RESULT, and is not done
+    cut = gpu_check(repo_root, env, "--fresh", "--only", "base", "--part-limit", "1")
     assert cut.returncode == 1 and "== base: up to 1 s" in cut.stdout and "parts not done: base" in cut.stdout
     assert not (tmp_path / "out" / "gpu_check_dry" / "big.txt").exists()  # --fresh dropped the kept logs
     done = gpu_check(repo_root, env, "--only", "base")
