@@ -175,7 +175,7 @@ def ct2_compare(args: argparse.Namespace) -> None:
 
     import ctranslate2
 
-    from aiayn.export import convert_ct2, ct2_spec
+    from aiayn.export.ct2 import convert_ct2, ct2_spec
 
     torch.manual_seed(0)
     net = Transformer(ModelConfig(dropout=0.0, **SHAPES[args.shape]), args.vocab, PAD).eval()
@@ -236,7 +236,7 @@ def dev_bleu(args: argparse.Namespace, tmp) -> None:
     import sacrebleu
 
     from aiayn.decode.search import output_limits
-    from aiayn.export import export_run
+    from aiayn.export.cli import export_run
     from aiayn.inference import load
     from aiayn.io import read_lines
 

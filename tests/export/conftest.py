@@ -98,7 +98,7 @@ def smoke_run(tmp_path_factory) -> SmokeRun:
 
 def export_with_cli(smoke_run: SmokeRun, name: str, *args: str) -> Path:
     """`python -m aiayn.export RUN_DIR OUT *args` (its main()) into the run's temporary folder; OUT."""
-    from aiayn.export import main
+    from aiayn.export.cli import main
 
     out = smoke_run.tmp / "exported" / name
     assert main([str(smoke_run.run_dir), str(out), *args]) == 0

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from aiayn import export
+from aiayn.export import cli, targets
 
 
 def test_importing_the_module_imports_neither_torch_nor_the_export_packages():
@@ -32,9 +32,9 @@ def test_a_missing_package_is_named_with_the_extra_that_installs_it(target, pack
 
     monkeypatch.setattr(importlib, "import_module", without)
     with pytest.raises(ImportError, match=rf"`{package}`.*pip install -e \"\.\[export\]\""):
-        export.require(target)
+        targets.require(target)
     # The command says so before it opens the run (which need not even exist).
-    assert export.main([str(tmp_path / "no-run"), str(tmp_path / "out"), "--to", target]) == 2
+    assert cli.main([str(tmp_path / "no-run"), str(tmp_path / "out"), "--to", target]) == 2
     err = capsys.readouterr().err
     assert package in err and 'pip install -e ".[export]"' in err
     assert not (tmp_path / "out").exists()
@@ -42,5 +42,5 @@ def test_a_missing_package_is_named_with_the_extra_that_installs_it(target, pack
 
 def test_quantization_is_for_ct2_only(tmp_path, capsys):
     pytest.importorskip("transformers")
-    assert export.main([str(tmp_path), str(tmp_path / "out"), "--to", "hf", "--quantization", "int8"]) == 2
+    assert cli.main([str(tmp_path), str(tmp_path / "out"), "--to", "hf", "--quantization", "int8"]) == 2
     assert "--quantization is for --to ct2" in capsys.readouterr().err

@@ -9,7 +9,8 @@ from tests.export.conftest import TOLERANCE, export_with_cli, random_batch, rand
 
 from aiayn import runspec
 from aiayn.data.tokenizer import Tokenizer
-from aiayn.export import convert_ct2, ct2_log_probs, ct2_spec, our_log_probs, unmappable
+from aiayn.export.ct2 import convert_ct2, ct2_log_probs, ct2_spec, our_log_probs
+from aiayn.export.targets import unmappable
 from aiayn.model.config import ModelConfig
 from aiayn.model.transformer import Transformer
 

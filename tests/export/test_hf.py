@@ -11,7 +11,9 @@ import torch
 from tests.export.conftest import TOLERANCE, random_batch, random_model
 
 from aiayn.decode.search import pad_batch
-from aiayn.export import main, marian_logits, relative_gap, to_marian, unmappable
+from aiayn.export.cli import main
+from aiayn.export.hf import marian_logits, to_marian
+from aiayn.export.targets import relative_gap, unmappable
 from aiayn.model.config import ModelConfig
 from aiayn.model.transformer import Transformer
 

@@ -1,0 +1,179 @@
+"""The model card (README.md) written beside an exported model."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from aiayn import runspec
+from aiayn.io import CHECKOUT
+from aiayn.model.config import ModelConfig
+
+if TYPE_CHECKING:
+    from aiayn.config.schema import Config
+
+DEPARTURES = CHECKOUT / "docs" / "departures.md"
+
+
+def departures() -> list[str]:
+    """The section names of docs/departures.md (where the source tree has it), in its order."""
+    if not DEPARTURES.is_file():
+        return []
+    return re.findall(r"^### (\S+)", DEPARTURES.read_text(encoding="utf-8"), flags=re.MULTILINE)
+
+
+def find_evaluation(run_cfg: Config) -> Path | None:
+    """The evaluate stage's eval.json of the run `run_cfg` (its config.yaml) describes, where it exists
+    (aiayn.runspec.RunSpec.eval_dir, relative paths from the working folder)."""
+    try:
+        path = runspec.RunSpec.of(run_cfg).eval_dir / runspec.EVAL
+    except (AttributeError, KeyError, TypeError, ValueError):
+        return None
+    return path if path.is_file() else None
+
+
+def _section(name: str, section: dict[str, Any], exported: list[str]) -> str:
+    same = "the exported weights" if list(section.get("checkpoints", [])) == exported else "other weights than these"
+    ckpts = ", ".join(section.get("checkpoints", [])) or "?"
+    text = f"- {name}: sacreBLEU {section.get('bleu', float('nan')):.2f} (`{section.get('sacrebleu_signature', '?')}`)"
+    if "bleu_paper" in section:
+        text += f", tokenized BLEU (the paper's) {section['bleu_paper']:.2f}"
+    if "ppl" in section:
+        text += f", PPL {section['ppl']:.4g}"
+    name_of_set = section.get("set", {}).get("name", "?")
+    return text + f"; {section.get('n_sentences', '?')} sentences of {name_of_set}; weights: mean of {ckpts} ({same})"
+
+
+def model_card(
+    cfg: ModelConfig,
+    *,
+    target: str,
+    probe_gap: float,
+    run: str = "?",
+    row: str = "?",
+    seed: Any = "?",
+    variant: dict[str, Any] | None = None,
+    checkpoints: Sequence[str] = (),
+    evaluation: dict[str, Any] | None = None,
+    evaluation_path: str | None = None,
+    src_lang: str = "en",
+    tgt_lang: str = "de",
+    decode: dict[str, Any] | None = None,
+    quantization: str | None = None,
+) -> str:
+    """README.md of an exported model: the run, the checkpoints averaged, its evaluation where one exists, what is
+    exact and what differs, and how to use it."""
+    decode = decode or {}
+    beam, alpha = decode.get("beam_size", 4), decode.get("length_penalty", 0.6)
+    max_len_b = decode.get("max_len_b", 50)
+    variant_text = ", ".join(f"{k}={v}" for k, v in (variant or {}).items()) or "none (the row as it is)"
+    lines = [
+        "---",
+        f"language: [{src_lang}, {tgt_lang}]",
+        "library_name: transformers" if target == "hf" else "library_name: ctranslate2",
+        "tags: [translation, transformer, aiayn]",
+        "pipeline_tag: translation",
+        "---",
+        "",
+        f"# aiayn `{row}` seed {seed}: {src_lang}→{tgt_lang} Transformer (Vaswani et al. 2017 reproduction)",
+        "",
+        f"Exported by `python -m aiayn.export --to {target}` from the run `{run}` (row `{row}`, seed {seed}, "
+        f"variant: {variant_text}).",
+        "",
+        f"Weights: the mean of {len(checkpoints)} checkpoint(s): {', '.join(checkpoints) or '?'}.",
+        "",
+        f"Model: {cfg.n_layers} + {cfg.n_layers} layers, d_model {cfg.d_model}, d_ff {cfg.d_ff}, {cfg.n_heads} heads, "
+        f"{cfg.activation}, {cfg.norm_position}-LN, {cfg.pos_encoding} positions, embeddings shared: "
+        f"{cfg.share_embeddings}, at most {cfg.max_positions} positions.",
+        "",
+        "## Evaluation",
+        "",
+    ]
+    if evaluation:
+        lines.append(
+            f"From the evaluate stage's `{evaluation_path}` (our beam search: {evaluation.get('strategy')} "
+            f"{evaluation.get('beam_size')}, alpha {evaluation.get('length_penalty')}, "
+            f"{evaluation.get('precision')}):"
+        )
+        lines.append("")
+        for key, name in (("dev", "dev"), ("test", "test")):
+            if isinstance(evaluation.get(key), dict):
+                lines.append(_section(name, evaluation[key], list(checkpoints)))
+    else:
+        lines.append(
+            "No evaluation of this run was found (run the evaluate stage: `dvc repro` or "
+            "`python pipeline/evaluate.py` with its row and seed)."
+        )
+    lines += [
+        "",
+        "## What is exact, what differs",
+        "",
+        "The model departs from the paper as the project's `docs/departures.md` lists"
+        + (f" ({', '.join(departures())})." if departures() else "."),
+        "",
+    ]
+    if target == "hf":
+        lines += [
+            "This MarianMTModel computes the run's own function: its weights are ours with the model axis permuted "
+            "(our interleaved sin/cos position columns become Marian's [sin | cos] halves), which LayerNorm and the "
+            f"residual stream commute with. Teacher-forced logits matched ours to {probe_gap:.2g} (relative, float32) "
+            "when this was written; the project's tests (tests/export) check that greedy search gives our greedy "
+            "search's tokens.",
+            "",
+            "- Tokenizer: a MarianTokenizer over the run's sentencepiece model; ids are ours, EOS is appended to the "
+            "source as ours. It differs from ours only on text containing the literal special pieces (`</s>`, "
+            "`<unk>`, `<pad>`, read as those tokens), on a line starting with `>>xx<<` (Marian's language code: "
+            "one `<unk>` token here), and on an empty line (ours translates it to an empty line without decoding). "
+            "`decode(..., skip_special_tokens=True)` drops `<unk>`, which ours writes as ` ⁇ `.",
+            f"- Beam search: transformers scores a hypothesis by log P / length^alpha; ours by GNMT's "
+            f"log P / ((5 + length) / 6)^alpha (docs/departures.md#decode-length-penalty), with its own early stop, "
+            f"so beam outputs can differ. The generation defaults here are the run's beam {beam} and alpha {alpha}.",
+            f"- Length: ours allows source length (its EOS counted) + {max_len_b} tokens per sentence; transformers "
+            f"has no per-sentence limit: `max_length` here is the decoder's positions ({cfg.max_positions} tokens "
+            "with EOS), or pass `max_new_tokens`. At the limit transformers forces EOS with score 0, ours keeps "
+            "EOS's log-probability.",
+            "- PAD and BOS are never generated (`bad_words_ids`), as ours.",
+            "- transformers 5 removed the `translation` pipeline; tokenizer + `generate` + `batch_decode` is what it "
+            "did.",
+            "",
+            "## Use",
+            "",
+            "```python",
+            "from transformers import AutoTokenizer, MarianMTModel",
+            "",
+            'tokenizer = AutoTokenizer.from_pretrained("THIS_FOLDER")',
+            'model = MarianMTModel.from_pretrained("THIS_FOLDER")',
+            'batch = tokenizer(["A sentence."], return_tensors="pt", padding=True, truncation=True)',
+            "print(tokenizer.batch_decode(model.generate(**batch), skip_special_tokens=True))",
+            "```",
+        ]
+    else:
+        lines += [
+            "This CTranslate2 model computes the run's own function: our position table is given explicitly, "
+            "decoding starts from our BOS `<s>`, sources get our EOS `</s>` appended "
+            f"(`add_source_eos`). Float32 log-probabilities matched ours to {probe_gap:.2g} when this was written; "
+            "the project's tests (tests/export) check that greedy search gives our greedy search's tokens."
+            + (f" The weights here are quantized ({quantization}): close to ours, not equal." if quantization else ""),
+            "",
+            f"- Beam search: CTranslate2 normalises by length^length_penalty; ours by GNMT's ((5 + length) / 6)^alpha, "
+            f"with its own early stop, so beam outputs can differ (ours: beam {beam}, alpha {alpha}).",
+            f"- Length: ours allows source length (its EOS counted) + {max_len_b} tokens per sentence, then only "
+            "EOS: give that as `max_decoding_length` (CTranslate2 counts the tokens before EOS). A source longer "
+            "than max_positions - 1 pieces must be cut by the caller (ours keeps its first max_positions - 1).",
+            '- Pass `suppress_sequences=[["<pad>"], ["<s>"]]`: ours never generates PAD or BOS.',
+            "",
+            "## Use",
+            "",
+            "```python",
+            "import ctranslate2, sentencepiece",
+            "",
+            f'sp = sentencepiece.SentencePieceProcessor(model_file="THIS_FOLDER/{runspec.TOKENIZER}")',
+            'translator = ctranslate2.Translator("THIS_FOLDER")',
+            'pieces = sp.encode(["A sentence."], out_type=str)',
+            'result = translator.translate_batch(pieces, beam_size=4, suppress_sequences=[["<pad>"], ["<s>"]])',
+            "print(sp.decode([r.hypotheses[0] for r in result]))",
+            "```",
+        ]
+    return "\n".join(lines) + "\n"
