@@ -111,19 +111,16 @@ def look(run: OpenedRun, sentence: str) -> Looked:
     import torch
 
     from aiayn.decode.search import autocast, source_ids
-    from aiayn.eval.trained import decode_precision, search_with
     from aiayn.model.capture import capture_attention
 
     model, tokenizer = run.model, run.tokenizer
     src = source_ids(tokenizer, [sentence], model.cfg.max_positions)[0]
     if not src:
         raise ValueError(f"{sentence!r} has no tokens to attend over; give a sentence")
-    output = search_with(
-        run.cfg.decode, decode_precision(run.cfg), model, tokenizer, [sentence], run.device, "attention"
-    )[0]
+    output = run.decoding.search(model, tokenizer, [sentence], "attention")[0]
     with (
         torch.inference_mode(),
-        autocast(decode_precision(run.cfg), run.device),
+        autocast(run.decoding.precision, run.device),
         capture_attention(model) as record,
     ):
         model.features(

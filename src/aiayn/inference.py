@@ -24,7 +24,7 @@ from aiayn.config.schema import DecodeConfig
 from aiayn.decode import forced
 from aiayn.decode.forced import Alignment, Score
 from aiayn.decode.search import autocast
-from aiayn.eval.trained import OpenedRun, decode_precision, nbest_with, open_run, search_with
+from aiayn.eval.trained import Decoding, OpenedRun, decode_precision, open_run
 from aiayn.model.transformer import Transformer
 
 
@@ -80,17 +80,16 @@ class Translator:
         self, lines: Sequence[str], *, beam: int | None = None, alpha: float | None = None, greedy: bool = False
     ) -> list[str]:
         """One translation per line, in order (an empty line stays empty)."""
-        decode, precision = self.settings(beam, alpha, greedy), decode_precision(self.cfg)
-        ids = search_with(decode, precision, self._model(), self.tokenizer, list(lines), self.device, "translate")
-        return self.tokenizer.decode(ids)
+        decoding = Decoding(self.settings(beam, alpha, greedy), decode_precision(self.cfg), self.device)
+        return decoding.translate(self._model(), self.tokenizer, list(lines), "translate")
 
     def nbest(
         self, lines: Sequence[str], n: int, *, beam: int | None = None, alpha: float | None = None
     ) -> list[list[Candidate]]:
         """Each line's `n` best hypotheses of beam search (beam: the run's beam size, at least n), best first;
         the first is `translate`'s output."""
-        decode, precision = self.settings(max(n, beam or self.cfg.decode.beam_size), alpha), decode_precision(self.cfg)
-        found = nbest_with(decode, precision, self._model(), self.tokenizer, list(lines), self.device, n)
+        decode = self.settings(max(n, beam or self.cfg.decode.beam_size), alpha)
+        found = Decoding(decode, decode_precision(self.cfg), self.device).nbest(self._model(), self.tokenizer, lines, n)
         return [
             [
                 Candidate(text, h.tokens, h.logprob, h.score)

@@ -15,7 +15,7 @@ import pytest
 from aiayn import runspec
 from aiayn.attention_figures import FIGURE_DIR, figure_names, look, pick_sentences
 from aiayn.attention_figures import main as attention_main
-from aiayn.eval.trained import decode_precision, open_run, translate_with
+from aiayn.eval.trained import open_run
 from aiayn.io import read_lines
 from aiayn.runspec import RunSpec
 from aiayn.translate import main as translate_main
@@ -84,12 +84,7 @@ def test_the_figures_are_of_the_attention_the_run_computed(workspace) -> None:
         np.testing.assert_allclose(enc.sum(-1), 1.0, rtol=1e-5)
         np.testing.assert_allclose(cross.sum(-1), 1.0, rtol=1e-5)
     # the translation drawn is the one the run gives with its decode settings
-    assert (
-        looked.translation
-        == translate_with(
-            run.cfg.decode, decode_precision(run.cfg), run.model, run.tokenizer, [sentence], run.device, "x"
-        )[0]
-    )
+    assert looked.translation == run.decoding.translate(run.model, run.tokenizer, [sentence], "x")[0]
 
 
 def test_the_figure_stage_draws_base_seed1_on_the_dev_sentences_the_rule_picks(workspace) -> None:

@@ -24,14 +24,7 @@ from aiayn.eval.bleu import sacre_bleu
 from aiayn.eval.evaluate import score_translations
 from aiayn.eval.perplexity import dev_perplexity
 from aiayn.eval.runaways import at_length_limit, runaway_summary
-from aiayn.eval.trained import (
-    decode_device,
-    decode_precision,
-    load_weights,
-    run_tokenizer,
-    search_with,
-    select_last,
-)
+from aiayn.eval.trained import Decoding, decode_device, decode_precision, load_weights, run_tokenizer, select_last
 from aiayn.io import atomic_write_json, atomic_write_text, read_json, read_lines
 from aiayn.model.transformer import Transformer
 from aiayn.runspec import RunSpec
@@ -42,13 +35,13 @@ log = logging.getLogger(__name__)
 def decode_split(
     cfg: Config, model: Models, tokenizer, split: str, device
 ) -> tuple[list[str], list[str], float, list[str], list[bool]]:
-    """Translate `data/raw/{split}.src` (aiayn.eval.trained.search_with) with a model or an ensemble; return
+    """Translate `data/raw/{split}.src` (aiayn.eval.trained.Decoding) with a model or an ensemble; return
     hypotheses, references, sentences per second, the sources and which hypotheses ran to the search's length
     limit."""
     raw = Path(cfg.paths.raw)
     sources, refs = read_lines(raw / runspec.raw_file(split, "src")), read_lines(raw / runspec.raw_file(split, "tgt"))
     start = time.perf_counter()
-    outputs = search_with(cfg.decode, decode_precision(cfg), model, tokenizer, sources, device, f"decode {split}")
+    outputs = Decoding.of(cfg, device).search(model, tokenizer, sources, f"decode {split}")
     hyps = tokenizer.decode(outputs)
     speed = len(sources) / max(time.perf_counter() - start, 1e-9)
     lengths = [len(ids) for ids in tokenizer.encode(sources)]

@@ -1,6 +1,6 @@
 """A trained run opened for decoding, the one way the evaluate stage, `python -m aiayn.translate` and the attention
 figures open it: the finished-run check, its model (the last checkpoint or the mean of its last k), the tokenizer it
-trained with, the device and arithmetic it decodes in, and translation with its decode settings.
+trained with, and how it decodes (`Decoding`: its decode settings, arithmetic and device).
 """
 
 from __future__ import annotations
@@ -56,6 +56,11 @@ class OpenedRun:
     tokenizer: Tokenizer
     checkpoints: list[Path]
     device: torch.device
+
+    @property
+    def decoding(self) -> Decoding:
+        """How the run decodes: its own decode settings and precision, on its device."""
+        return Decoding.of(self.cfg, self.device)
 
 
 def open_run(run_dir: Path, average: int | None = None, bpe_dir: Path | None = None) -> OpenedRun:
@@ -121,65 +126,49 @@ def decode_precision(cfg: Config) -> str:
     return str(cfg.decode.precision or cfg.trainer.precision)
 
 
-def translate_with(
-    decode: DecodeConfig,
-    precision: str,
-    model: Models,
-    tokenizer: Tokenizer,
-    sentences: Sequence[str],
-    device: torch.device,
-    what: str,
-) -> list[str]:
-    """`sentences` translated with `decode`'s search and batch size in `precision` (`decode_precision`), in order;
-    progress lines name `what` ("decode valid")."""
-    return tokenizer.decode(search_with(decode, precision, model, tokenizer, sentences, device, what))
+@dataclass(frozen=True)
+class Decoding:
+    """How a run's model decodes: its decode settings (search, beam, length penalty, length limit, batch size), the
+    arithmetic (`decode_precision`) and the device; `OpenedRun.decoding` gives a run's own."""
 
+    settings: DecodeConfig
+    precision: str
+    device: torch.device
 
-def search_with(
-    decode: DecodeConfig,
-    precision: str,
-    model: Models,
-    tokenizer: Tokenizer,
-    sentences: Sequence[str],
-    device: torch.device,
-    what: str,
-) -> list[list[int]]:
-    """`translate_with`'s output token ids (no BOS or EOS), before the tokenizer's decode."""
-    # The evaluate stage sums a run up in one line; a long decode (WMT's test sets) still reports progress.
-    progress = Progress(f"{what} ({decode.strategy})", len(sentences), "sentences", always_last=False)
-    with autocast(precision, device):
-        return search(
-            model,
-            tokenizer,
-            list(sentences),
-            strategy=decode.strategy,
-            progress=progress,
-            **_search_options(decode, device),
+    @classmethod
+    def of(cls, cfg: Config, device: torch.device) -> Decoding:
+        """The run config's decode settings and precision on `device`."""
+        return cls(cfg.decode, decode_precision(cfg), device)
+
+    def translate(self, model: Models, tokenizer: Tokenizer, sentences: Sequence[str], what: str) -> list[str]:
+        """`sentences` translated, in order; progress lines name `what` ("decode valid")."""
+        return tokenizer.decode(self.search(model, tokenizer, sentences, what))
+
+    def search(self, model: Models, tokenizer: Tokenizer, sentences: Sequence[str], what: str) -> list[list[int]]:
+        """`translate`'s output token ids (no BOS or EOS), before the tokenizer's decode."""
+        # The evaluate stage sums a run up in one line; a long decode (WMT's test sets) still reports progress.
+        progress = Progress(f"{what} ({self.settings.strategy})", len(sentences), "sentences", always_last=False)
+        with autocast(self.precision, self.device):
+            return search(
+                model, tokenizer, list(sentences), strategy=self.settings.strategy, progress=progress, **self._options()
+            )
+
+    def nbest(
+        self, model: Models, tokenizer: Tokenizer, sentences: Sequence[str], nbest: int
+    ) -> list[list[Hypothesis]]:
+        """The best `nbest` hypotheses of the beam search (its beam, length penalty, length limit and batch size, as
+        `search`), best first; the first is `search`'s output."""
+        with autocast(self.precision, self.device):
+            return search_nbest(model, tokenizer, list(sentences), nbest=nbest, **self._options())
+
+    def _options(self) -> dict[str, Any]:
+        """The settings as aiayn.decode.search takes them (its `alpha` is decode.length_penalty)."""
+        decode = self.settings
+        return dict(
+            beam_size=decode.beam_size,
+            alpha=decode.length_penalty,
+            max_len_b=decode.max_len_b,
+            batch_tokens=decode.batch_tokens,
+            device=self.device,
+            compact_every=decode.compact_every,
         )
-
-
-def nbest_with(
-    decode: DecodeConfig,
-    precision: str,
-    model: Models,
-    tokenizer: Tokenizer,
-    sentences: Sequence[str],
-    device: torch.device,
-    nbest: int,
-) -> list[list[Hypothesis]]:
-    """The best `nbest` hypotheses of `decode`'s beam search (its beam, length penalty, length limit and batch size,
-    as `search_with`), best first; the first is `search_with`'s output."""
-    with autocast(precision, device):
-        return search_nbest(model, tokenizer, list(sentences), nbest=nbest, **_search_options(decode, device))
-
-
-def _search_options(decode: DecodeConfig, device: torch.device) -> dict[str, Any]:
-    """decode's settings as aiayn.decode.search takes them (its `alpha` is decode.length_penalty)."""
-    return dict(
-        beam_size=decode.beam_size,
-        alpha=decode.length_penalty,
-        max_len_b=decode.max_len_b,
-        batch_tokens=decode.batch_tokens,
-        device=device,
-        compact_every=decode.compact_every,
-    )
