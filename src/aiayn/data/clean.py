@@ -11,7 +11,7 @@ from itertools import zip_longest
 from pathlib import Path
 from typing import Any
 
-from aiayn.config.schema import NORMAL_FORMS
+from aiayn.config.schema import NORMAL_FORMS, CleanConfig
 from aiayn.data.sgm import read_sgm
 from aiayn.io import atomic_path, atomic_write_json
 from aiayn.progress import Progress
@@ -35,16 +35,19 @@ class CorpusError(ValueError):
     """A corpus file that cannot be used as is (bad UTF-8, parallel files of different lengths)."""
 
 
+_DEFAULTS = CleanConfig()
+
+
 @dataclass(frozen=True)
 class CleanOptions:
     """Cleaning settings (`cfg.data.clean`): lengths in whitespace-separated words; None disables a filter."""
 
     # Departure: see docs/departures.md#corpus-cleaning (section 5.1 describes no cleaning or filtering).
 
-    min_len: int | None = 1
-    max_len: int | None = 250
-    max_ratio: float | None = 9.0
-    normalize: str | None = "NFC"
+    min_len: int | None = _DEFAULTS.min_len  # the values of data.clean, said once in the config schema
+    max_len: int | None = _DEFAULTS.max_len
+    max_ratio: float | None = _DEFAULTS.max_ratio
+    normalize: str | None = _DEFAULTS.normalize
 
     def __post_init__(self) -> None:
         if self.normalize not in _FORMS:
