@@ -53,7 +53,9 @@ def fetch(cfg: Config) -> dict[str, Any]:
         atomic_write_json(out / runspec.DATA_STATS, stats)
         return stats
     from aiayn.data.clean import CleanOptions
-    from aiayn.data.sources import prepare_local, prepare_multi30k, prepare_wmt14
+    from aiayn.data.sources.local import prepare_local
+    from aiayn.data.sources.multi30k import prepare_multi30k
+    from aiayn.data.sources.wmt14 import prepare_wmt14
 
     # the data library's own option types, so that it is used without this config too
     clean = CleanOptions(**dataclasses.asdict(d.clean))
