@@ -44,7 +44,6 @@ def test_folder_remote_carries_results_to_another_clone(repo: Path, sh, tmp_path
     assert "up to date" in dvc(sh, clone, "status")
 
 
-@pytest.mark.slow
 def test_queued_experiments_run_two_at_a_time(repo: Path, sh) -> None:
     for seed in (3, 4):
         dvc(sh, repo, "exp", "run", "--queue", "-S", f"seeds=[{seed}]", "-n", f"seed{seed}")
