@@ -117,10 +117,11 @@ def look(run: OpenedRun, sentence: str) -> Looked:
     src = source_ids(tokenizer, [sentence], model.cfg.max_positions)[0]
     if not src:
         raise ValueError(f"{sentence!r} has no tokens to attend over; give a sentence")
-    output = run.decoding.search(model, tokenizer, [sentence], "attention")[0]
+    decoding = run.decoding
+    output = decoding.search(model, tokenizer, [sentence], "attention")[0]
     with (
         torch.inference_mode(),
-        autocast(run.decoding.precision, run.device),
+        autocast(decoding.precision, decoding.device),
         capture_attention(model) as record,
     ):
         model.features(
