@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from aiayn.config.schema import DecodeConfig
+from aiayn.config.schema import LENGTH_NORMS, DecodeConfig
 from aiayn.decode import forced
 from aiayn.decode.forced import Alignment, Score
 from aiayn.decode.search import autocast
@@ -65,9 +65,19 @@ class Translator:
     def _model(self):
         return self.models[0] if len(self.runs) == 1 else self.models
 
-    def settings(self, beam: int | None = None, alpha: float | None = None, greedy: bool = False) -> DecodeConfig:
+    def settings(
+        self,
+        beam: int | None = None,
+        alpha: float | None = None,
+        greedy: bool = False,
+        length_norm: str | None = None,
+    ) -> DecodeConfig:
         """The decode settings used: the first run's, with those given here changed."""
         decode = self.cfg.decode
+        if length_norm is not None:
+            if length_norm not in LENGTH_NORMS:
+                raise ValueError(f"length_norm must be one of {LENGTH_NORMS}, got {length_norm!r}")
+            decode = dataclasses.replace(decode, length_norm=length_norm)
         if greedy:
             decode = dataclasses.replace(decode, strategy="greedy")
         if beam is not None:
@@ -77,18 +87,30 @@ class Translator:
         return decode
 
     def translate(
-        self, lines: Sequence[str], *, beam: int | None = None, alpha: float | None = None, greedy: bool = False
+        self,
+        lines: Sequence[str],
+        *,
+        beam: int | None = None,
+        alpha: float | None = None,
+        greedy: bool = False,
+        length_norm: str | None = None,
     ) -> list[str]:
         """One translation per line, in order (an empty line stays empty)."""
-        decoding = Decoding(self.settings(beam, alpha, greedy), decode_precision(self.cfg), self.device)
+        decoding = Decoding(self.settings(beam, alpha, greedy, length_norm), decode_precision(self.cfg), self.device)
         return decoding.translate(self._model(), self.tokenizer, list(lines), "translate")
 
     def nbest(
-        self, lines: Sequence[str], n: int, *, beam: int | None = None, alpha: float | None = None
+        self,
+        lines: Sequence[str],
+        n: int,
+        *,
+        beam: int | None = None,
+        alpha: float | None = None,
+        length_norm: str | None = None,
     ) -> list[list[Candidate]]:
         """Each line's `n` best hypotheses of beam search (beam: the run's beam size, at least n), best first;
         the first is `translate`'s output."""
-        decode = self.settings(max(n, beam or self.cfg.decode.beam_size), alpha)
+        decode = self.settings(max(n, beam or self.cfg.decode.beam_size), alpha, length_norm=length_norm)
         found = Decoding(decode, decode_precision(self.cfg), self.device).nbest(self._model(), self.tokenizer, lines, n)
         return [
             [

@@ -73,6 +73,12 @@ def main(argv: list[str] | None = None) -> int:
     search.add_argument("--greedy", action="store_true", help="greedy search instead of the run's beam search")
     parser.add_argument("--alpha", type=float, help="length penalty alpha (default: the run's decode.length_penalty)")
     parser.add_argument(
+        "--length-norm",
+        choices=("gnmt", "power"),  # aiayn.config.schema.LENGTH_NORMS (imported with torch, after the arguments)
+        help="what alpha divides scores by: gnmt ((5+|Y|)/6)^alpha, or power |Y|^alpha as fairseq's --lenpen "
+        "(default: the run's decode.length_norm)",
+    )
+    parser.add_argument(
         "--average", type=positive, help="average the last K checkpoints (default: the row's average_last, or 1)"
     )
     parser.add_argument("--bpe", type=Path, help="the bpe folder holding the run's spm.model (default: paths.bpe)")
@@ -109,13 +115,15 @@ def _outputs(model, args: argparse.Namespace, lines: list[str]) -> list[str]:
         scores = model.score(lines, targets)
         return ["" if s is None else f"{s.logprob:.6f}\t{s.tokens}\t{s.mean:.6f}\t{s.ppl:.6f}" for s in scores]
     if args.nbest:
-        found = model.nbest(lines, args.nbest, beam=args.beam, alpha=args.alpha)
+        found = model.nbest(lines, args.nbest, beam=args.beam, alpha=args.alpha, length_norm=args.length_norm)
         return [
             f"{i} ||| {c.text} ||| logprob= {c.logprob:.6f} tokens= {len(c.tokens) + 1} ||| {c.score:.6f}"
             for i, candidates in enumerate(found)
             for c in candidates
         ]
-    hyps = model.translate(lines, beam=args.beam, alpha=args.alpha, greedy=args.greedy)
+    hyps = model.translate(
+        lines, beam=args.beam, alpha=args.alpha, greedy=args.greedy, length_norm=args.length_norm
+    )
     if args.align is None:
         return hyps
     layer, head = args.align

@@ -38,6 +38,34 @@ def test_length_penalty_is_one_for_a_single_token_and_grows_with_alpha():
     assert length_penalty(1, 0.6) == pytest.approx(1.0)
     assert length_penalty(7, 0.0) == pytest.approx(1.0)
     assert length_penalty(3, 0.6) == pytest.approx((8 / 6) ** 0.6)
+    assert length_penalty(3, 0.6, "power") == pytest.approx(3**0.6)
+    assert length_penalty(1, 0.6, "power") == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="length_norm.*'fairseq'"):
+        length_penalty(3, 0.6, "fairseq")
+
+
+@pytest.mark.parametrize("incremental", [True, False])
+def test_the_power_norm_rewards_length_more_than_gnmts_at_the_same_alpha(scripted, incremental):
+    # alpha 0.1: GNMT's ((5 + |Y|) / 6)^0.1 keeps [A] first; |Y|^0.1 (fairseq's --lenpen) puts [B, B] first.
+    src = _src([10, EOS])
+    gnmt, power = (
+        beam_search(
+            scripted(TABLE, DEFAULT),
+            src,
+            beam_size=2,
+            alpha=0.1,
+            max_len_b=10,
+            incremental=incremental,
+            length_norm=norm,
+            **SPECIAL,
+        )[0]
+        for norm in ("gnmt", "power")
+    )
+    assert [h.tokens for h in gnmt] == [[A], [B, B]]
+    assert [h.score for h in gnmt] == pytest.approx([LOGP_A / (7 / 6) ** 0.1, LOGP_BB / (8 / 6) ** 0.1])
+    assert [h.tokens for h in power] == [[B, B], [A]]
+    assert [h.score for h in power] == pytest.approx([LOGP_BB / 3**0.1, LOGP_A / 2**0.1])
+    assert [h.logprob for h in power] == pytest.approx([LOGP_BB, LOGP_A])
 
 
 @pytest.mark.parametrize("incremental", [True, False])
@@ -130,7 +158,12 @@ def test_pad_and_bos_are_never_emitted(scripted):
 
 
 @pytest.mark.parametrize(
-    "kwargs, match", [(dict(beam_size=0, alpha=0.6), "beam_size"), (dict(beam_size=2, alpha=-1.0), "alpha")]
+    "kwargs, match",
+    [
+        (dict(beam_size=0, alpha=0.6), "beam_size"),
+        (dict(beam_size=2, alpha=-1.0), "alpha"),
+        (dict(beam_size=2, alpha=0.6, length_norm="fairseq"), "length_norm must be one of"),
+    ],
 )
 def test_bad_arguments_are_rejected(scripted, kwargs, match):
     with pytest.raises(ValueError, match=match):

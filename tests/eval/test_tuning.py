@@ -27,17 +27,20 @@ REPO = Path(__file__).resolve().parents[2]
 CONTEXT = {"checkpoints": [{"name": "step-00000012.ckpt", "size": 1, "mtime_ns": 1}], "max_len_b": 50, "dev_lines": 3}
 
 
-def write_result(folder: Path, beam: int, alpha: float, bleu: float, context: dict = CONTEXT) -> None:
+def write_result(
+    folder: Path, beam: int, alpha: float, bleu: float, context: dict = CONTEXT, norm: str | None = None
+) -> None:
     result = {
         "beam_size": beam,
         "length_penalty": alpha,
+        **({} if norm is None else {"length_norm": norm}),
         "dev_bleu": bleu,
         "dev_chrf": bleu + 10,
         "dev_sentences_per_s": 100.0 / beam,
         "context": context,
     }
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"{setting_name(beam, alpha)}.json").write_text(json.dumps(result))
+    (folder / f"{setting_name(beam, alpha, norm or 'gnmt')}.json").write_text(json.dumps(result))
 
 
 def chosen_of(folder: Path) -> tuple[int, float]:
@@ -56,6 +59,7 @@ def test_highest_dev_bleu_wins_over_smaller_beam(tmp_path: Path) -> None:
     assert chosen_of(tmp_path) == (4, 0.6) and chosen["overrides"] == [
         "decode.beam_size=4",
         "decode.length_penalty=0.6",
+        "decode.length_norm=gnmt",
     ]
     assert [s["dev_bleu"] for s in chosen["settings"]] == [21.5, 21.4, 20.0, 19.0]
     table = (tmp_path / "table.md").read_text().splitlines()
@@ -71,6 +75,21 @@ def test_ties_go_to_smaller_beam_then_alpha_nearer_the_papers(tmp_path: Path) ->
         write_result(tmp_path / "alpha", 4, alpha, 25.0)
     write_choice(tmp_path / "alpha")
     assert chosen_of(tmp_path / "alpha") == (4, 0.4)
+
+
+def test_the_length_norm_is_a_setting_of_its_own(tmp_path: Path) -> None:
+    # A result without length_norm (written before the key) is the paper's gnmt; on a tie the paper's norm wins.
+    write_result(tmp_path / "tie", 5, 1.0, 30.0, norm="power")
+    write_result(tmp_path / "tie", 5, 1.0, 30.0)
+    assert sorted(p.name for p in (tmp_path / "tie").glob("*.json")) == ["beam5-lp1.0-power.json", "beam5-lp1.0.json"]
+    assert write_choice(tmp_path / "tie")["length_norm"] == "gnmt"
+    write_result(tmp_path / "wins", 5, 0.6, 30.0)
+    write_result(tmp_path / "wins", 5, 1.0, 30.5, norm="power")
+    chosen = write_choice(tmp_path / "wins")
+    assert chosen["setting"] == "beam5-lp1.0-power" and chosen["overrides"][-1] == "decode.length_norm=power"
+    assert "| 5 | 1 | power | 30.5 |" in (tmp_path / "wins" / "table.md").read_text()
+    cfg = prepare(compose([f"hydra.searchpath=[file://{tmp_path / 'wins'}]", "decode=tuned"]))
+    assert (cfg.decode.beam_size, cfg.decode.length_penalty, cfg.decode.length_norm) == (5, 1.0, "power")
 
 
 def test_tuned_yaml_composes_as_a_decode_option(tmp_path: Path) -> None:
@@ -172,4 +191,5 @@ def test_sweep_writes_every_setting_and_chooses_the_best(swept: Path) -> None:
         assert len((folder / r["file"].replace(".json", ".hyps.txt")).read_text().splitlines()) == 12
     tuned = OmegaConf.load(folder / "decode" / "tuned.yaml")
     assert (tuned.beam_size, tuned.length_penalty) == chosen_of(folder)
-    assert sorted(p.name for p in (swept / "multirun" / "base-seed1").iterdir()) == names
+    # Hydra's job folders spell the norm always, the result files only when it is not the paper's
+    assert sorted(p.name for p in (swept / "multirun" / "base-seed1").iterdir()) == [f"{n}-gnmt" for n in names]

@@ -71,6 +71,7 @@ BATCH_ORDERS = ("source", "longer")
 # what max_tokens counts: real target tokens alone (the default), or padded positions or real tokens per side
 BATCH_BUDGETS = ("target", "padded", "real")
 DECODE_STRATEGIES = ("beam", "greedy")
+LENGTH_NORMS = ("gnmt", "power")  # aiayn.decode.beam.length_penalty
 VERDICT_COLUMNS = ("bleu", "ppl")  # Table 3's result columns (dev BLEU, dev PPL), each a claim per row
 PLANNING_POOLS = ("median", "pooled")  # how Table 3's plan pools the rows' spreads (aiayn.report.significance)
 
@@ -226,6 +227,9 @@ class DecodeConfig(Sealable):
     strategy: str = choice(*DECODE_STRATEGIES)
     beam_size: int = mark(4, at_least=1)
     length_penalty: float = mark(0.6, at_least=0)
+    # What length_penalty (alpha) divides a hypothesis' log-probability by: "gnmt", ((5 + |Y|) / 6)^alpha, the
+    # paper's; "power", |Y|^alpha, fairseq's --lenpen (1.0 by default there), transformers' and CTranslate2's.
+    length_norm: str = choice(*LENGTH_NORMS)
     max_len_b: int = mark(50, at_least=0)
     batch_tokens: int = observed(4096, at_least=1)  # per decoding batch
     # Sentences that stopped leave the batch every compact_every steps, the only steps where the host waits for

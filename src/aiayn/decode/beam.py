@@ -1,4 +1,4 @@
-"""Beam search with the GNMT length penalty (section 6.1), batched over sentences, over `encode`/`decode`.
+"""Beam search with a length penalty (section 6.1's GNMT one by default), batched over sentences, over `encode`/`decode`.
 
 Dimensions: B sentences, n sentences in the batch being decoded, K beam size, V vocabulary, t output tokens so far,
 L the longest output allowed plus one.
@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from aiayn.config.schema import LENGTH_NORMS
 from aiayn.decode.step import Models, force_eos, max_output_lengths, stepper
 
 
@@ -70,12 +71,18 @@ class _Pools:
         ]
 
 
-def length_penalty(length: int | Tensor, alpha: float) -> float | Tensor:
-    """GNMT length penalty lp(Y) = ((5 + |Y|) / 6) ** alpha (Wu et al. 2016), |Y| counting the EOS token.
+def length_penalty(length: int | Tensor, alpha: float, norm: str = "gnmt") -> float | Tensor:
+    """The lp(Y) a hypothesis' log-probability is divided by, |Y| counting the EOS token: "gnmt",
+    ((5 + |Y|) / 6) ** alpha (Wu et al. 2016, the paper's), or "power", |Y| ** alpha (fairseq's --lenpen,
+    transformers' and CTranslate2's length_penalty). Both grow with |Y| for alpha >= 0, as the stopping bound needs.
 
     Departure: see docs/departures.md#decode-length-penalty
     """
-    return ((5 + length) / 6) ** alpha
+    if norm == "gnmt":
+        return ((5 + length) / 6) ** alpha
+    if norm == "power":
+        return length**alpha
+    raise ValueError(f"length_norm must be one of {LENGTH_NORMS}, got {norm!r}")
 
 
 def beam_search(
@@ -91,11 +98,13 @@ def beam_search(
     incremental: bool = True,
     compact_every: int = 1,
     max_length: int | None = None,
+    length_norm: str = "gnmt",
 ) -> list[list[Hypothesis]]:
     """Up to `beam_size` hypotheses per source sentence, best first, in input order (section 6.1).
 
     `src` (B, S) ends each sentence with EOS and is right-padded with `pad_id`; output is limited to input
     length + `max_len_b` tokens (docs/departures.md#decode-max-length) and to `max_length` (None: no cap).
+    Scores divide by `length_penalty(|Y|, alpha, length_norm)`.
     `incremental` decodes with a key/value cache instead of recomputing prefixes. Sentences that stopped leave the
     batch every `compact_every` steps, the only steps that wait for the device; the hypotheses do not depend on it
     (up to the floating-point effect of the batch's size on the model's kernels).
@@ -106,6 +115,8 @@ def beam_search(
         raise ValueError(f"alpha (length penalty) must be >= 0 for the stopping bound, got {alpha}")
     if compact_every < 1:
         raise ValueError(f"compact_every must be >= 1, got {compact_every}")
+    if length_norm not in LENGTH_NORMS:
+        raise ValueError(f"length_norm must be one of {LENGTH_NORMS}, got {length_norm!r}")
     steps = stepper(model, src, pad_id=pad_id, bos_id=bos_id, repeats=beam_size, incremental=incremental)
     live = _initial_live(src, beam_size, max_output_lengths(src, pad_id, max_len_b, max_length), bos_id)
     last_step = int(live.limits.max())  # every sentence has stopped after this step: one read per batch
@@ -114,9 +125,9 @@ def beam_search(
         at_limit = (live.limits == step).repeat_interleave(beam_size)  # (n * K,)
         lprobs = force_eos(steps.log_probs(live.tokens), at_limit, eos_id)  # (n * K, V)
         cand_lp, cand_beam, cand_tok = _top_candidates(live.logprob, lprobs, beam_size)  # (n, 2K) each
-        _collect_finished(pools, live, cand_lp, cand_beam, cand_tok, step=step, alpha=alpha, eos_id=eos_id)
+        _collect_finished(pools, live, cand_lp, cand_beam, cand_tok, step=step, alpha=alpha, norm=length_norm, eos_id=eos_id)
         next_lp, next_beam, next_tok = _select_live(cand_lp, cand_beam, cand_tok, beam_size, eos_id)  # (n, K)
-        live.searching &= ~_sentences_done(pools, live, next_lp, step=step, alpha=alpha)
+        live.searching &= ~_sentences_done(pools, live, next_lp, step=step, alpha=alpha, norm=length_norm)
         keep = live.searching.nonzero().flatten() if (step + 1) % compact_every == 0 else None  # host read
         if keep is not None and keep.numel() == live.searching.numel():
             keep = None  # every sentence stays: nothing to compact
@@ -155,6 +166,7 @@ def _collect_finished(
     *,
     step: int,
     alpha: float,
+    norm: str,
     eos_id: int,
 ) -> None:
     """Merges the candidates ending in EOS into their sentence's pool, which keeps its best K by score.
@@ -167,7 +179,7 @@ def _collect_finished(
     # A stopped sentence's rows stay in the batch until the next compaction. The stopping bound already keeps
     # their finals out of its pool; the mask makes that exact, not only up to the bound's float32 rounding.
     is_final = (cand_tok == eos_id) & torch.isfinite(cand_lp) & live.searching[:, None]  # (n, 2K)
-    penalty = length_penalty(step + 1, alpha)  # the step output tokens plus EOS
+    penalty = length_penalty(step + 1, alpha, norm)  # the step output tokens plus EOS
     score = torch.where(is_final, cand_lp.double() / penalty, -torch.inf)  # (n, 2K)
     rows = (torch.arange(n_sent, device=cand_beam.device)[:, None] * beam_size + cand_beam).flatten()  # (n * 2K,)
     width = pools.tokens.size(-1)
@@ -192,7 +204,9 @@ def _select_live(
 
 
 # Departure: see docs/departures.md#decode-early-stop
-def _sentences_done(pools: _Pools, live: _Live, next_lp: Tensor, *, step: int, alpha: float) -> Tensor:
+def _sentences_done(
+    pools: _Pools, live: _Live, next_lp: Tensor, *, step: int, alpha: float, norm: str
+) -> Tensor:
     """Which sentences stop now (n,): at their length limit, or with K finished that no live hypothesis can beat.
 
     A live hypothesis can at best keep its log-probability (it only falls) and reach the largest length
@@ -200,7 +214,7 @@ def _sentences_done(pools: _Pools, live: _Live, next_lp: Tensor, *, step: int, a
     with an empty slot has -inf there, which only a -inf bound reaches, and then no live hypothesis is left.
     """
     best = next_lp[:, 0]  # (n,)
-    bound = (best / length_penalty(live.limits + 1, alpha)).double()  # (n,)
+    bound = (best / length_penalty(live.limits + 1, alpha, norm)).double()  # (n,)
     return (live.limits == step) | (bound <= pools.score[live.sent_ids, -1]) | (best == -torch.inf)
 
 

@@ -127,6 +127,7 @@ def search(
     device: torch.device | str | None = None,
     compact_every: int | None = None,
     progress: Progress | None = None,
+    length_norm: str = "gnmt",
 ) -> list[list[int]]:
     """The output token ids (no BOS or EOS) of `sentences` (section 6.1 search), same order; the model is left as
     it was.
@@ -151,6 +152,7 @@ def search(
             device=device,
             compact_every=compact_every,
             progress=progress,
+            length_norm=length_norm,
         )
         return [hyps[0].tokens if hyps else [] for hyps in found]
     return _batched(
@@ -178,6 +180,7 @@ def search_nbest(
     device: torch.device | str | None = None,
     compact_every: int | None = None,
     progress: Progress | None = None,
+    length_norm: str = "gnmt",
 ) -> list[list[Hypothesis]]:
     """The best `nbest` (None: `beam_size`, at most it) finished hypotheses of each sentence's beam search, best
     first, each with its log-probability and length-penalised score; [] for a sentence without tokens. The search
@@ -189,7 +192,9 @@ def search_nbest(
         model,
         tokenizer,
         sentences,
-        lambda src, special: beam_search(model, src, beam_size=beam_size, alpha=alpha, max_len_b=max_len_b, **special),
+        lambda src, special: beam_search(
+            model, src, beam_size=beam_size, alpha=alpha, max_len_b=max_len_b, length_norm=length_norm, **special
+        ),
         batch_tokens=batch_tokens,
         device=device,
         compact_every=compact_every,

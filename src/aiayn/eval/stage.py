@@ -79,6 +79,7 @@ def evaluate(cfg: Config) -> dict[str, Any]:
             "run": str(spec.run_dir),
             "beam_size": cfg.decode.beam_size if cfg.decode.strategy == "beam" else 1,
             "length_penalty": cfg.decode.length_penalty,
+            "length_norm": cfg.decode.length_norm,
             "strategy": cfg.decode.strategy,
             "precision": decode_precision(cfg),
             "float_path": float_path,

@@ -167,6 +167,7 @@ class Decoding:
         return dict(
             beam_size=decode.beam_size,
             alpha=decode.length_penalty,
+            length_norm=decode.length_norm,
             max_len_b=decode.max_len_b,
             batch_tokens=decode.batch_tokens,
             device=self.device,

@@ -27,12 +27,19 @@ from aiayn.runspec import RunSpec
 log = logging.getLogger(__name__)
 
 PAPER_ALPHA = DecodeConfig().length_penalty  # 0.6, section 6.1: ties go to the alpha nearest the paper's
+PAPER_NORM = DecodeConfig().length_norm  # "gnmt", section 6.1
 REQUIRED = ("beam_size", "length_penalty", "dev_bleu", "dev_chrf", "dev_sentences_per_s", "context")
 
 
-def setting_name(beam_size: int, length_penalty: float) -> str:
-    """File stem of one setting, e.g. beam4-lp0.6 (the same spelling as the sweep's Hydra subdir)."""
-    return f"beam{int(beam_size)}-lp{float(length_penalty)!r}"
+def setting_name(beam_size: int, length_penalty: float, length_norm: str = PAPER_NORM) -> str:
+    """File stem of one setting, e.g. beam4-lp0.6, or beam5-lp1.0-power for decode.length_norm=power."""
+    norm = "" if length_norm == PAPER_NORM else f"-{length_norm}"
+    return f"beam{int(beam_size)}-lp{float(length_penalty)!r}{norm}"
+
+
+def norm_of(result: dict[str, Any]) -> str:
+    """A setting's decode.length_norm (results written before the key existed used the paper's)."""
+    return str(result.get("length_norm", PAPER_NORM))
 
 
 def decoding_context(ckpt_paths: Sequence[Path], max_len_b: int, dev_lines: int) -> dict[str, Any]:
@@ -42,7 +49,8 @@ def decoding_context(ckpt_paths: Sequence[Path], max_len_b: int, dev_lines: int)
 
 
 def tune_setting(cfg: Config) -> dict[str, Any]:
-    """Decode the dev split with cfg.decode's beam size and alpha, write its scores, then re-choose the best."""
+    """Decode the dev split with cfg.decode's beam size, alpha and length norm, write its scores, then re-choose
+    the best."""
     if cfg.decode.strategy != "beam":
         raise ConfigError(f"decode.strategy={cfg.decode.strategy!r}: tuning sweeps beam search; use decode=paper")
     spec = RunSpec.of(cfg)
@@ -59,6 +67,7 @@ def tune_setting(cfg: Config) -> dict[str, Any]:
     result = {
         "beam_size": cfg.decode.beam_size,
         "length_penalty": cfg.decode.length_penalty,
+        "length_norm": cfg.decode.length_norm,
         "dev_bleu": scores["bleu"],
         "dev_bleu_paper": scores["bleu_paper"],
         "dev_chrf": scores["chrf"],
@@ -66,7 +75,7 @@ def tune_setting(cfg: Config) -> dict[str, Any]:
         "sacrebleu_signature": scores["sacrebleu_signature"],
         "context": decoding_context(paths, cfg.decode.max_len_b, len(refs)),
     }
-    name = setting_name(result["beam_size"], result["length_penalty"])
+    name = setting_name(result["beam_size"], result["length_penalty"], result["length_norm"])
     atomic_write_text(out_dir / f"{name}.hyps.txt", "".join(h + "\n" for h in hyps))
     atomic_write_json(out_dir / f"{name}.json", result)
     prune_stale(out_dir, result["context"])
@@ -106,10 +115,11 @@ def read_results(out_dir: Path | str) -> list[dict[str, Any]]:
 
 
 def rank_key(result: dict[str, Any]) -> tuple:
-    """Best first: highest dev BLEU; ties go to the smaller beam (faster), then alpha nearer the paper's 0.6."""
+    """Best first: highest dev BLEU; ties go to the smaller beam (faster), then the paper's length norm, then alpha
+    nearer the paper's 0.6."""
     # Departure: see docs/departures.md#decode-tuning (the paper names neither its grid nor its dev metric).
     alpha = result["length_penalty"]
-    return -result["dev_bleu"], result["beam_size"], abs(alpha - PAPER_ALPHA), alpha
+    return -result["dev_bleu"], result["beam_size"], norm_of(result) != PAPER_NORM, abs(alpha - PAPER_ALPHA), alpha
 
 
 def choose(results: Sequence[dict[str, Any]]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -137,15 +147,23 @@ def write_choice(out_dir: Path | str) -> dict[str, Any]:
 
 def _write_choice_once(out_dir: Path, results: list[dict[str, Any]]) -> dict[str, Any]:
     best, ranked = choose(results)
-    columns = ("beam_size", "length_penalty", "dev_bleu", "dev_chrf", "dev_sentences_per_s")
+    ranked = [{**r, "length_norm": norm_of(r)} for r in ranked]
+    best = ranked[0]
+    columns = ("beam_size", "length_penalty", "length_norm", "dev_bleu", "dev_chrf", "dev_sentences_per_s")
     chosen = {
-        "setting": setting_name(best["beam_size"], best["length_penalty"]),
+        "setting": setting_name(best["beam_size"], best["length_penalty"], best["length_norm"]),
         "beam_size": best["beam_size"],
         "length_penalty": best["length_penalty"],
+        "length_norm": best["length_norm"],
         "dev_bleu": best["dev_bleu"],
         "dev_chrf": best["dev_chrf"],
-        "criterion": "max dev BLEU (sacreBLEU, valid split); ties: smaller beam, then alpha nearer 0.6",
-        "overrides": [f"decode.beam_size={best['beam_size']}", f"decode.length_penalty={best['length_penalty']}"],
+        "criterion": "max dev BLEU (sacreBLEU, valid split); ties: smaller beam, then the paper's length norm, "
+        "then alpha nearer 0.6",
+        "overrides": [
+            f"decode.beam_size={best['beam_size']}",
+            f"decode.length_penalty={best['length_penalty']}",
+            f"decode.length_norm={best['length_norm']}",
+        ],
         "settings": [{key: r[key] for key in columns} for r in ranked],
         "context": best["context"],
     }
@@ -155,6 +173,7 @@ def _write_choice_once(out_dir: Path, results: list[dict[str, Any]]) -> dict[str
         "strategy": "beam",
         "beam_size": best["beam_size"],
         "length_penalty": best["length_penalty"],
+        "length_norm": best["length_norm"],
         "max_len_b": best["context"]["max_len_b"],
     }
     header = (
@@ -169,5 +188,6 @@ def _table(ranked: list[dict[str, Any]], columns: Sequence[str]) -> str:
     """A Markdown table of every setting, best first; the chosen one is marked."""
     lines = ["| " + " | ".join(columns) + " | chosen |", "|" + "---|" * (len(columns) + 1)]
     for i, r in enumerate(ranked):
-        lines.append("| " + " | ".join(f"{r[c]:g}" for c in columns) + f" | {'*' if i == 0 else ''} |")
+        cells = (f"{r[c]:g}" if isinstance(r[c], (int, float)) else str(r[c]) for c in columns)
+        lines.append("| " + " | ".join(cells) + f" | {'*' if i == 0 else ''} |")
     return "\n".join(lines) + "\n"

@@ -67,6 +67,7 @@ def model_card(
     exact and what differs, and how to use it."""
     decode = decode or {}
     beam, alpha = decode.get("beam_size", 4), decode.get("length_penalty", 0.6)
+    power = decode.get("length_norm", "gnmt") == "power"  # the run scores as transformers and CTranslate2 do
     max_len_b = decode.get("max_len_b", 50)
     variant_text = ", ".join(f"{k}={v}" for k, v in (variant or {}).items()) or "none (the row as it is)"
     lines = [
@@ -127,9 +128,15 @@ def model_card(
             "`<unk>`, `<pad>`, read as those tokens), on a line starting with `>>xx<<` (Marian's language code: "
             "one `<unk>` token here), and on an empty line (ours translates it to an empty line without decoding). "
             "`decode(..., skip_special_tokens=True)` drops `<unk>`, which ours writes as ` ⁇ `.",
-            f"- Beam search: transformers scores a hypothesis by log P / length^alpha; ours by GNMT's "
-            f"log P / ((5 + length) / 6)^alpha (docs/departures.md#decode-length-penalty), with its own early stop, "
-            f"so beam outputs can differ. The generation defaults here are the run's beam {beam} and alpha {alpha}.",
+            (
+                f"- Beam search: transformers scores a hypothesis by log P / length^alpha, as this run does "
+                f"(decode.length_norm=power), but stops by its own rule, so beam outputs can differ."
+                if power
+                else f"- Beam search: transformers scores a hypothesis by log P / length^alpha; ours by GNMT's "
+                f"log P / ((5 + length) / 6)^alpha (docs/departures.md#decode-length-penalty), with its own early "
+                f"stop, so beam outputs can differ."
+            )
+            + f" The generation defaults here are the run's beam {beam} and alpha {alpha}.",
             f"- Length: ours allows source length (its EOS counted) + {max_len_b} tokens per sentence; transformers "
             f"has no per-sentence limit: `max_length` here is the decoder's positions ({cfg.max_positions} tokens "
             "with EOS), or pass `max_new_tokens`. At the limit transformers forces EOS with score 0, ours keeps "
@@ -157,8 +164,14 @@ def model_card(
             "the project's tests (tests/export) check that greedy search gives our greedy search's tokens."
             + (f" The weights here are quantized ({quantization}): close to ours, not equal." if quantization else ""),
             "",
-            f"- Beam search: CTranslate2 normalises by length^length_penalty; ours by GNMT's ((5 + length) / 6)^alpha, "
-            f"with its own early stop, so beam outputs can differ (ours: beam {beam}, alpha {alpha}).",
+            (
+                "- Beam search: CTranslate2 normalises by length^length_penalty, as this run does "
+                "(decode.length_norm=power), but stops by its own rule, so beam outputs can differ "
+                if power
+                else "- Beam search: CTranslate2 normalises by length^length_penalty; ours by GNMT's "
+                "((5 + length) / 6)^alpha, with its own early stop, so beam outputs can differ "
+            )
+            + f"(ours: beam {beam}, alpha {alpha}).",
             f"- Length: ours allows source length (its EOS counted) + {max_len_b} tokens per sentence, then only "
             "EOS: give that as `max_decoding_length` (CTranslate2 counts the tokens before EOS). A source longer "
             "than max_positions - 1 pieces must be cut by the caller (ours keeps its first max_positions - 1).",
