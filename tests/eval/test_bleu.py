@@ -21,6 +21,19 @@ def test_sacre_bleu_and_chrf_equal_sacrebleu_itself():
     assert chrf(HYPS, REFS) == pytest.approx(sacrebleu.corpus_chrf(HYPS, [REFS]).score)
 
 
+def test_tokenised_text_is_scored_the_same_without_sacrebleus_warning(caplog):
+    # data.form=lc.norm.tok: both sides are the literature's tokenised text, on purpose
+    hyps = ["ein mann fährt fahrrad .", "zwei hunde spielen im schnee ."] * 60
+    refs = ["ein mann fährt ein fahrrad .", "zwei hunde spielen im schnee ."] * 60
+    with caplog.at_level("WARNING", logger="sacrebleu"):
+        quiet = sacre_bleu(hyps, refs, tokenized=True)
+    assert not [r for r in caplog.records if r.name == "sacrebleu"]
+    with caplog.at_level("WARNING", logger="sacrebleu"):
+        loud = sacre_bleu(hyps, refs)
+    assert [r for r in caplog.records if "detokenize" in r.getMessage()]  # the case the flag is for
+    assert quiet == loud
+
+
 def test_split_compounds_follows_the_tensor2tensor_perl_substitution():
     assert split_compounds("rich-text format") == "rich ##AT##-##AT## text format"
     assert split_compounds("a - b") == "a - b"  # a free-standing dash is no compound

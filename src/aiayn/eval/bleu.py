@@ -20,10 +20,12 @@ def check_parallel(hyps: Sequence[str], refs: Sequence[str]) -> None:
         raise ValueError("no sentences to score")
 
 
-def sacre_bleu(hyps: Sequence[str], refs: Sequence[str]) -> tuple[float, str]:
-    """sacreBLEU of detokenized hypotheses against raw references, with its signature string."""
+def sacre_bleu(hyps: Sequence[str], refs: Sequence[str], tokenized: bool = False) -> tuple[float, str]:
+    """sacreBLEU of detokenized hypotheses against raw references, with its signature string. `tokenized`: both are
+    the literature's tokenised text (data.form=lc.norm.tok), scored as they are without sacreBLEU's warning that they
+    look tokenised (the signature is the same)."""
     check_parallel(hyps, refs)
-    metric = BLEU()
+    metric = BLEU(force=tokenized)
     score = metric.corpus_score(list(hyps), [list(refs)])
     return score.score, str(metric.get_signature())
 

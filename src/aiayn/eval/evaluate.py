@@ -25,7 +25,7 @@ def score_translations(
     """
     if bootstrap < 0:
         raise ValueError(f"bootstrap must be >= 0 (0: no interval), got {bootstrap}")
-    bleu, signature = sacre_bleu(hyps, refs)
+    bleu, signature = sacre_bleu(hyps, refs, tokenized)
     return {
         "bleu": bleu,
         "sacrebleu_signature": signature,

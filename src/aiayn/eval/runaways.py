@@ -44,10 +44,12 @@ def at_length_limit(outputs: Sequence[Sequence[int]], limits: Sequence[int]) -> 
     return [bool(out) and len(out) >= limit for out, limit in zip(outputs, limits)]
 
 
-def runaway_summary(hyps: Sequence[str], refs: Sequence[str], limited: Sequence[bool]) -> dict[str, Any]:
+def runaway_summary(
+    hyps: Sequence[str], refs: Sequence[str], limited: Sequence[bool], tokenized: bool = False
+) -> dict[str, Any]:
     """eval.json's `runaways` of one section: how many hypotheses hit the length limit, how many repeat, how many
     either (the runaways), their 1-based line numbers (the first LINES_KEPT), and sacreBLEU without those lines
-    (equal to the section's BLEU when there are none)."""
+    (equal to the section's BLEU when there are none; `tokenized` as aiayn.eval.bleu.sacre_bleu's)."""
     check_parallel(hyps, refs)
     if len(limited) != len(hyps):
         raise ValueError(f"{len(hyps)} hypotheses but {len(limited)} length-limit flags")
@@ -55,7 +57,7 @@ def runaway_summary(hyps: Sequence[str], refs: Sequence[str], limited: Sequence[
     runaway = [a or b for a, b in zip(limited, repeating)]
     kept = [i for i, r in enumerate(runaway) if not r]
     lines = [i + 1 for i, r in enumerate(runaway) if r]
-    bleu_without = sacre_bleu([hyps[i] for i in kept], [refs[i] for i in kept])[0] if kept else None
+    bleu_without = sacre_bleu([hyps[i] for i in kept], [refs[i] for i in kept], tokenized)[0] if kept else None
     return {
         "at_length_limit": sum(limited),
         "repeating": sum(repeating),

@@ -137,13 +137,14 @@ def _evaluate_split(
     hyps, refs, speed, sources, limited = decode_split(cfg, model, tokenizer, split, device)
     atomic_write_text(spec.eval_dir / runspec.hyps_file(split), "".join(h + "\n" for h in hyps))
     # The bootstrap interval is Table 2's (a test set, one system); Table 3 compares rows over seeds.
+    tokenized = cfg.data.form == "lc.norm.tok"
     scores = score_translations(
         hyps,
         refs,
         tgt_lang=cfg.data.tgt_lang,
         bootstrap=cfg.decode.bootstrap if split == "test" else 0,
         seed=cfg.seed,
-        tokenized=cfg.data.form == "lc.norm.tok",
+        tokenized=tokenized,
     )
     _log_samples(wandb_run, sources, refs, hyps, cfg.decode.samples, split)
     return {
@@ -152,8 +153,8 @@ def _evaluate_split(
         **scores,
         "sentences_per_s": round(speed, 3),
         # The trivial baseline: the source sentence copied unchanged, scored the same way.
-        "copy_baseline_bleu": sacre_bleu(sources, refs)[0],
-        "runaways": runaway_summary(hyps, refs, limited),
+        "copy_baseline_bleu": sacre_bleu(sources, refs, tokenized)[0],
+        "runaways": runaway_summary(hyps, refs, limited, tokenized),
         "set": _set_name(cfg, split, len(refs)),
     }
 
