@@ -2,8 +2,9 @@
 
 Sweep: python pipeline/tune_decode.py -m +tune=decode row=base seed=1
    or: python pipeline/tune_decode.py -m row=base seed=1 decode.beam_size=1,4 decode.length_penalty=0.0,0.6
-Each job decodes the dev split only and writes decode_tuning/{row}/seed{seed}/beam{b}-lp{a}.json; the
-folder's chosen.json, table.md and decode/tuned.yaml always reflect every setting written so far.
+Each job decodes the dev split only and writes decode_tuning/{row}/seed{seed}/beam{b}-lp{a}.json (with
+decode.length_norm=power: beam{b}-lp{a}-power.json); the folder's chosen.json, table.md and decode/tuned.yaml
+always reflect every setting written so far.
 Use the choice: python pipeline/evaluate.py row=base seed=1 --config-dir decode_tuning/base/seed1 decode=tuned
 """
 

@@ -31,7 +31,7 @@ from aiayn.model.transformer import Transformer
 @dataclass(frozen=True)
 class Candidate:
     """One of a sentence's n best: its text, subword ids (no BOS/EOS), summed log-probability (EOS counted) and
-    the search's score, logprob / lp(|Y|) (section 6.1)."""
+    the search's score, logprob / lp(|Y|) (aiayn.decode.beam.length_penalty: the run's decode.length_norm)."""
 
     text: str
     tokens: list[int]

@@ -121,9 +121,7 @@ def _outputs(model, args: argparse.Namespace, lines: list[str]) -> list[str]:
             for i, candidates in enumerate(found)
             for c in candidates
         ]
-    hyps = model.translate(
-        lines, beam=args.beam, alpha=args.alpha, greedy=args.greedy, length_norm=args.length_norm
-    )
+    hyps = model.translate(lines, beam=args.beam, alpha=args.alpha, greedy=args.greedy, length_norm=args.length_norm)
     if args.align is None:
         return hyps
     layer, head = args.align

@@ -27,7 +27,9 @@ def test_tokenised_text_is_scored_the_same_without_sacrebleus_warning(caplog):
     refs = ["ein mann fährt ein fahrrad .", "zwei hunde spielen im schnee ."] * 60
     with caplog.at_level("WARNING", logger="sacrebleu"):
         quiet = sacre_bleu(hyps, refs, tokenized=True)
+        scores = score_translations(hyps, refs, tgt_lang="de", bootstrap=20, tokenized=True)  # with its interval
     assert not [r for r in caplog.records if r.name == "sacrebleu"]
+    assert scores["bleu"] == quiet[0] and scores["bleu_ci95"][0] <= quiet[0] <= scores["bleu_ci95"][1]
     with caplog.at_level("WARNING", logger="sacrebleu"):
         loud = sacre_bleu(hyps, refs)
     assert [r for r in caplog.records if "detokenize" in r.getMessage()]  # the case the flag is for

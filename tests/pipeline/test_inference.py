@@ -50,6 +50,38 @@ def test_a_hypothesis_scores_its_forced_decoding_and_the_first_is_the_translatio
             assert c.score == pytest.approx(c.logprob / length_penalty(len(c.tokens) + 1, 0.6), rel=1e-6)
 
 
+def test_the_power_norm_rescores_the_same_hypotheses_and_the_command_takes_it(workspace, monkeypatch, capsys):
+    """--length-norm power (fairseq's --lenpen): scores are logprob / |Y|^alpha, |Y| counting EOS, and the
+    run's translations are the power norm's best."""
+    run = _run(workspace)
+    model = load(run, average=1)
+    sources, _ = _dev(workspace, 8)
+    found = model.nbest(sources, 2, alpha=1.0, length_norm="power")
+    for candidates in found:
+        for c in candidates:
+            assert c.score == pytest.approx(c.logprob / (len(c.tokens) + 1), rel=1e-6)
+    assert [c[0].text for c in found] == model.translate(sources, alpha=1.0, length_norm="power")
+    status, nbest, _ = _translate(
+        monkeypatch,
+        capsys,
+        sources,
+        str(run),
+        "--nbest",
+        "2",
+        "--alpha",
+        "1.0",
+        "--length-norm",
+        "power",
+        "--average",
+        "1",
+    )
+    assert status == 0 and [float(line.split(" ||| ")[3]) for line in nbest] == pytest.approx(
+        [c.score for candidates in found for c in candidates], abs=1e-5
+    )
+    with pytest.raises(ValueError, match="length_norm must be one of"):
+        model.settings(length_norm="fairseq")
+
+
 def test_scores_over_the_dev_set_give_the_evaluate_stages_perplexity(workspace) -> None:
     """Scoring the references: exp(-total log-prob / tokens) over dev is eval.json's dev PPL, which
     aiayn.eval.perplexity computes with cross-entropy over the dev batches (the same last checkpoint)."""

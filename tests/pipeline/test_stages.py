@@ -94,7 +94,7 @@ def test_evaluate_scores_table3_on_the_last_checkpoint_and_table2_on_the_average
     the last 5 snapshots; each section names its own checkpoints."""
     run = workspace / "evals" / "base" / "seed1"
     scores = json.loads((run / "eval.json").read_text())
-    assert scores["beam_size"] == 4 and scores["length_penalty"] == 0.6
+    assert scores["beam_size"] == 4 and scores["length_penalty"] == 0.6 and scores["length_norm"] == "gnmt"
     for key in (
         "bleu",
         "sacrebleu_signature",

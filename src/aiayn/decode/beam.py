@@ -1,4 +1,5 @@
-"""Beam search with a length penalty (section 6.1's GNMT one by default), batched over sentences, over `encode`/`decode`.
+"""Beam search with a length penalty (section 6.1's GNMT one by default), batched over sentences, over
+`encode`/`decode`.
 
 Dimensions: B sentences, n sentences in the batch being decoded, K beam size, V vocabulary, t output tokens so far,
 L the longest output allowed plus one.
@@ -125,7 +126,9 @@ def beam_search(
         at_limit = (live.limits == step).repeat_interleave(beam_size)  # (n * K,)
         lprobs = force_eos(steps.log_probs(live.tokens), at_limit, eos_id)  # (n * K, V)
         cand_lp, cand_beam, cand_tok = _top_candidates(live.logprob, lprobs, beam_size)  # (n, 2K) each
-        _collect_finished(pools, live, cand_lp, cand_beam, cand_tok, step=step, alpha=alpha, norm=length_norm, eos_id=eos_id)
+        _collect_finished(
+            pools, live, cand_lp, cand_beam, cand_tok, step=step, alpha=alpha, norm=length_norm, eos_id=eos_id
+        )
         next_lp, next_beam, next_tok = _select_live(cand_lp, cand_beam, cand_tok, beam_size, eos_id)  # (n, K)
         live.searching &= ~_sentences_done(pools, live, next_lp, step=step, alpha=alpha, norm=length_norm)
         keep = live.searching.nonzero().flatten() if (step + 1) % compact_every == 0 else None  # host read
@@ -204,9 +207,7 @@ def _select_live(
 
 
 # Departure: see docs/departures.md#decode-early-stop
-def _sentences_done(
-    pools: _Pools, live: _Live, next_lp: Tensor, *, step: int, alpha: float, norm: str
-) -> Tensor:
+def _sentences_done(pools: _Pools, live: _Live, next_lp: Tensor, *, step: int, alpha: float, norm: str) -> Tensor:
     """Which sentences stop now (n,): at their length limit, or with K finished that no live hypothesis can beat.
 
     A live hypothesis can at best keep its log-probability (it only falls) and reach the largest length

@@ -24,15 +24,18 @@ def _resample_counts(n_items: int, n_samples: int, seed: int) -> np.ndarray:
     return np.bincount(flat.ravel(), minlength=n_samples * n_items).reshape(n_samples, n_items)
 
 
-def bleu_ci95(hyps: Sequence[str], refs: Sequence[str], *, n_bootstrap: int = 1000, seed: int = 0) -> list[float]:
-    """[low, high] 95% percentile bootstrap interval of sacreBLEU over the test sentences.
+def bleu_ci95(
+    hyps: Sequence[str], refs: Sequence[str], *, n_bootstrap: int = 1000, seed: int = 0, tokenized: bool = False
+) -> list[float]:
+    """[low, high] 95% percentile bootstrap interval of sacreBLEU over the test sentences (`tokenized` as
+    aiayn.eval.bleu.sacre_bleu's).
 
     Uses sacreBLEU's own bounds: the (n // 40)-th smallest and largest of the n resampled scores.
     """
     check_parallel(hyps, refs)
     if n_bootstrap < 2:
         raise ValueError(f"n_bootstrap must be >= 2, got {n_bootstrap}")
-    metric = BLEU()
+    metric = BLEU(force=tokenized)
     # sacreBLEU exposes sentence statistics only through these underscored methods (its significance
     # module uses the same two); pinned by tests/eval against corpus_score.
     stats = np.asarray(metric._extract_corpus_statistics(list(hyps), [list(refs)]), dtype=np.float64)  # (N, 10)

@@ -55,6 +55,7 @@ def evaluate_ensemble(cfg: Config, seeds: list[int]) -> dict[str, Any] | None:
         "runs": [str(s.run_dir) for s in specs],
         "beam_size": cfg.decode.beam_size if cfg.decode.strategy == "beam" else 1,
         "length_penalty": cfg.decode.length_penalty,
+        "length_norm": cfg.decode.length_norm,
         "precision": decode_precision(cfg),
         "float_path": float_path,
         "test": {

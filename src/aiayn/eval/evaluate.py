@@ -32,6 +32,8 @@ def score_translations(
         "bleu_paper": paper_bleu(hyps, refs, tgt_lang),
         **dict(zip(("bleu_lc_tok", "bleu_lc_tok_signature"), lc_tok_bleu(hyps, refs, tgt_lang, tokenized))),
         "chrf": chrf(hyps, refs),
-        "bleu_ci95": bleu_ci95(hyps, refs, n_bootstrap=bootstrap, seed=seed) if bootstrap else None,
+        "bleu_ci95": (
+            bleu_ci95(hyps, refs, n_bootstrap=bootstrap, seed=seed, tokenized=tokenized) if bootstrap else None
+        ),
         "n_sentences": len(refs),
     }

@@ -95,7 +95,8 @@ def model_card(
     if evaluation:
         lines.append(
             f"From the evaluate stage's `{evaluation_path}` (our beam search: {evaluation.get('strategy')} "
-            f"{evaluation.get('beam_size')}, alpha {evaluation.get('length_penalty')}, "
+            f"{evaluation.get('beam_size')}, alpha {evaluation.get('length_penalty')}, length norm "
+            f"{evaluation.get('length_norm', 'gnmt')}, "
             f"{evaluation.get('precision')}):"
         )
         lines.append("")
@@ -129,12 +130,12 @@ def model_card(
             "one `<unk>` token here), and on an empty line (ours translates it to an empty line without decoding). "
             "`decode(..., skip_special_tokens=True)` drops `<unk>`, which ours writes as ` ⁇ `.",
             (
-                f"- Beam search: transformers scores a hypothesis by log P / length^alpha, as this run does "
-                f"(decode.length_norm=power), but stops by its own rule, so beam outputs can differ."
+                "- Beam search: transformers scores a hypothesis by log P / length^alpha, as this run does "
+                "(decode.length_norm=power), but stops by its own rule, so beam outputs can differ."
                 if power
-                else f"- Beam search: transformers scores a hypothesis by log P / length^alpha; ours by GNMT's "
-                f"log P / ((5 + length) / 6)^alpha (docs/departures.md#decode-length-penalty), with its own early "
-                f"stop, so beam outputs can differ."
+                else "- Beam search: transformers scores a hypothesis by log P / length^alpha; ours by GNMT's "
+                "log P / ((5 + length) / 6)^alpha (docs/departures.md#decode-length-penalty), with its own early "
+                "stop, so beam outputs can differ."
             )
             + f" The generation defaults here are the run's beam {beam} and alpha {alpha}.",
             f"- Length: ours allows source length (its EOS counted) + {max_len_b} tokens per sentence; transformers "
@@ -185,7 +186,9 @@ def model_card(
             f'sp = sentencepiece.SentencePieceProcessor(model_file="THIS_FOLDER/{runspec.TOKENIZER}")',
             'translator = ctranslate2.Translator("THIS_FOLDER")',
             'pieces = sp.encode(["A sentence."], out_type=str)',
-            'result = translator.translate_batch(pieces, beam_size=4, suppress_sequences=[["<pad>"], ["<s>"]])',
+            f"result = translator.translate_batch(pieces, beam_size={beam}, "
+            + (f"length_penalty={alpha}, " if power else "")
+            + 'suppress_sequences=[["<pad>"], ["<s>"]])',
             "print(sp.decode([r.hypotheses[0] for r in result]))",
             "```",
         ]

@@ -60,10 +60,10 @@ def marian_generation_config(
     cfg: ModelConfig, special: Special = Special(), beam_size: int = 4, length_penalty: float = 0.6
 ) -> Any:
     """Generation defaults: the run's beam size and alpha (transformers divides a hypothesis' log-probability by
-    length^alpha, ours by GNMT's ((5 + length) / 6)^alpha unless decode.length_norm=power), EOS forced where the decoder's positions end (ours stops
-    there too: at most max_positions - 1 tokens and EOS), PAD and BOS never generated (as ours,
-    docs/departures.md#decode-special-tokens). transformers has no per-sentence limit (ours: source length + max_len_b):
-    give max_new_tokens for one."""
+    length^alpha, ours by GNMT's ((5 + length) / 6)^alpha unless decode.length_norm=power), EOS forced where the
+    decoder's positions end (ours stops there too: at most max_positions - 1 tokens and EOS), PAD and BOS never
+    generated (as ours, docs/departures.md#decode-special-tokens). transformers has no per-sentence limit (ours: source
+    length + max_len_b): give max_new_tokens for one."""
     transformers = require("hf")
     return transformers.GenerationConfig(
         decoder_start_token_id=special.bos,
