@@ -5,6 +5,7 @@ trained with, and how it decodes (`Decoding`: its decode settings, arithmetic an
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,8 @@ from aiayn.model.config import recorded
 from aiayn.model.transformer import Transformer
 from aiayn.progress import Progress
 from aiayn.train.checkpoint_reader import read_checkpoint, stored_fingerprint
+
+log = logging.getLogger(__name__)
 
 
 def finished_run(run_dir: Path) -> Config:
@@ -77,10 +80,21 @@ def open_run(run_dir: Path, average: int | None = None, bpe_dir: Path | None = N
 
 def select_last(ckpt_dir: Path, k: int) -> list[Path]:
     """The run's last max(k, 1) checkpoints by step (aiayn.eval.averaging.select_last); an unreadable last.ckpt,
-    whose step it reads, is an error naming the file."""
+    whose step it reads, is an error naming the file. Fewer than k (a run shorter than k snapshots, or one trained
+    keeping fewer: train.keep_last) are averaged with a warning naming the folder; eval.json lists those used."""
     if (ckpt_dir / runspec.LAST_CHECKPOINT).exists():
         read_checkpoint(ckpt_dir / runspec.LAST_CHECKPOINT)
-    return averaging.select_last(ckpt_dir, k)
+    paths = averaging.select_last(ckpt_dir, k)
+    if len(paths) < k:
+        log.warning(
+            "%s: %d checkpoints asked for, %d there (%s to %s); averaging those",
+            ckpt_dir,
+            k,
+            len(paths),
+            paths[0].name,
+            paths[-1].name,
+        )
+    return paths
 
 
 def load_model(ckpt_dir: Path, average_last: int, device: torch.device) -> tuple[Transformer, list[Path]]:
