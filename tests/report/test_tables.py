@@ -206,6 +206,10 @@ def test_table2_on_multi30k_lists_its_published_results(tmp_path):
     md = (tmp_path / "table2.md").read_text()
     assert "| Transformer-tiny (Wu et al. 2021) |" in md and "41.02" in md and "ConvS2S" not in md
     assert "- Transformer-tiny (Wu et al. 2021): Wu et al. 2021" in md
+    # The aggregate's footer names the data's form (data=multi30k_tok), not only its name.
+    summary = write_tables(runs, ["base"], [1, 2], {}, tmp_path / "out")
+    assert summary["context"]["data"] == "multi30k (lc.norm.tok)"
+    assert "data: multi30k (lc.norm.tok)." in (tmp_path / "out" / "table2.md").read_text()
 
 
 def test_aggregate_writes_every_output(fabricated):

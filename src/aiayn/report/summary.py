@@ -32,6 +32,17 @@ def _distinct(records: Sequence[RunRecord], *keys: str) -> str | None:
     return ", ".join(sorted(values)) or None
 
 
+def _data_names(records: Sequence[RunRecord]) -> str | None:
+    """The distinct data of the runs, each with its form where it is not the raw text: "multi30k (lc.norm.tok)"."""
+    values = set()
+    for rec in records:
+        data = rec.config.get("data")
+        if isinstance(data, Mapping) and data.get("name") is not None:
+            form = data.get("form")
+            values.add(f"{data['name']} ({form})" if form not in (None, "raw") else str(data["name"]))
+    return ", ".join(sorted(values)) or None
+
+
 def signatures(records: Sequence[RunRecord], section: str) -> str | None:
     """The distinct sacreBLEU signatures of one eval.json section ("dev", "test") over the runs ("; " between
     several)."""
@@ -99,7 +110,7 @@ def write_tables(
     lengths = sentence_lengths(refs)
     context = dict(
         scale=_distinct(ok, "scale", "name"),
-        data=_distinct(ok, "data", "name"),
+        data=_data_names(ok),
         dev_signature=signatures(ok, "dev"),
         test_signature=signatures(ok, "test"),
         seeds=describe_seeds(seeds),
