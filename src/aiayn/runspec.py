@@ -63,6 +63,7 @@ def hyps_file(split: str) -> str:
 
 
 EVAL_ONLY = ("decode",)  # groups that change an evaluation, not the training run
+SWEPT = ("decode.beam_size", "decode.length_penalty", "decode.length_norm")  # what pipeline/tune_decode.py sweeps
 MAX_SLUG = 64  # characters of a folder name before it is shortened with a hash
 
 
@@ -140,8 +141,12 @@ class RunSpec:
             Path(tuning),
         )
 
-    def _folder(self, evaluation: bool) -> str:
-        kept = {k: v for k, v in self.variant if evaluation or not _is_eval_only(k)}
+    def _folder(self, evaluation: bool, swept: bool = True) -> str:
+        kept = {
+            k: v
+            for k, v in self.variant
+            if (evaluation or not _is_eval_only(k)) and (swept or k.removeprefix("row.") not in SWEPT)
+        }
         name = slug(kept)
         return f"{name}/" if name else ""
 
@@ -170,8 +175,9 @@ class RunSpec:
 
     @property
     def tuning_dir(self) -> Path:
-        """pipeline/tune_decode.py's folder for this run's decoding sweep."""
-        return self.tuning / self.row / f"{self.train_folder}seed{self.seed}"
+        """pipeline/tune_decode.py's folder for this run's decoding sweep: the evaluation's folder without the swept
+        keys, so that sweeps at another averaging (row.average_last=10) or max_len_b have their own."""
+        return self.tuning / self.row / f"{self._folder(evaluation=True, swept=False)}seed{self.seed}"
 
     @property
     def checkpoints(self) -> Path:
