@@ -18,3 +18,14 @@ def test_the_card_says_whether_the_length_normalisation_matches(target: str) -> 
     assert "GNMT" in paper and "as this run does" not in paper
     assert "as this run does (decode.length_norm=power)" in power and "GNMT" not in power.split("## Use")[0]
     assert ("beam 5 and alpha 1.0" if target == "hf" else "beam 5, alpha 1.0") in power
+
+
+def test_the_card_flags_an_evaluation_decoded_otherwise() -> None:
+    """eval.json decoded with overrides (beam 5, power) while the run's config (the generation defaults) says
+    beam 4, GNMT: the card says so; when they agree it says nothing."""
+    decode = {"beam_size": 4, "length_penalty": 0.6, "length_norm": "gnmt"}
+    evaluation = {"strategy": "beam", "beam_size": 5, "length_penalty": 0.6, "length_norm": "power", "test": {}}
+    card = model_card(ModelConfig(), target="hf", probe_gap=1e-6, decode=decode, evaluation=evaluation)
+    assert "decoded with other settings than the run's (beam 5 against 4, length norm power against gnmt)" in card
+    same = model_card(ModelConfig(), target="hf", probe_gap=1e-6, decode=decode, evaluation={**evaluation, **decode})
+    assert "other settings than the run's" not in same

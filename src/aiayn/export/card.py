@@ -103,6 +103,13 @@ def model_card(
         for key, name in (("dev", "dev"), ("test", "test")):
             if isinstance(evaluation.get(key), dict):
                 lines.append(_section(name, evaluation[key], list(checkpoints)))
+        differs = _decoding_differs(evaluation, decode)
+        if differs:
+            lines += [
+                "",
+                f"These scores were decoded with other settings than the run's ({differs}), which the generation "
+                "defaults below take: pass the evaluation's to reproduce them.",
+            ]
     else:
         lines.append(
             "No evaluation of this run was found (run the evaluate stage: `dvc repro` or "
@@ -193,3 +200,16 @@ def model_card(
             "```",
         ]
     return "\n".join(lines) + "\n"
+
+
+def _decoding_differs(evaluation: dict[str, Any], decode: dict[str, Any]) -> str:
+    """ "beam 5 against 4, ..." for the beam settings in which the evaluation differs from the run's decode config
+    (an evaluation run with overrides); "" when they agree or either side does not say."""
+    defaults = {"beam_size": 4, "length_penalty": 0.6, "length_norm": "gnmt"}
+    names = {"beam_size": "beam", "length_penalty": "alpha", "length_norm": "length norm"}
+    parts = []
+    for key, name in names.items():
+        ours = evaluation.get(key, defaults[key] if key == "length_norm" else None)
+        if ours is not None and ours != decode.get(key, defaults[key]):
+            parts.append(f"{name} {ours} against {decode.get(key, defaults[key])}")
+    return ", ".join(parts)
