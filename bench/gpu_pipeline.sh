@@ -13,11 +13,18 @@
 #       carry=[".whl", ".gpu_data"], timeout_s=360)
 # A run stopped at --budget-s keeps its copy in /tmp/aiayn-gpu-pipeline while the machine stays warm (30 s): the
 # same call at once resumes there (finished seeds are skipped, a stopped one goes on from its last checkpoint).
+# Issue 49's Table 2 on the GPU (bench/gpu_pipeline.py --recipe m30k: Wu et al.'s Transformer-tiny on Multi30k's
+# tokenised files, scale=m30k_tiny with its stopping rule, float32, base x seeds 1-4 side by side; prepare also fills
+# .gpu_data/multi30k-tok, the mirror folder):
+#   run(command="bash bench/gpu_pipeline.sh --recipe m30k --data .gpu_data/multi30k-tok --workdir /tmp/aiayn-m30k \
+#       --budget-s 540", carry=[".whl", ".gpu_data"], timeout_s=600)
+# and the same call at once if it stopped at the budget (it resumes). `--rows base D1 E` adds Table 3's chosen rows.
 # Then, in a second call, learning parity (bench/learning_parity.py: the pipeline against a plain nn.Transformer
 # script, 3 seeds each, 3 runs side by side on the GPU) at the issue's setting, further than on CPU:
 #   run(command="bash bench/gpu_pipeline.sh --parity --data .gpu_data/multi30k --steps 3000",
 #       carry=[".whl", ".gpu_data"], timeout_s=420)
 # CPU smoke (the same flow on trainer=cpu: a tiny model, 40 steps, a 2000-pair slice): bash bench/gpu_pipeline.sh --cpu-smoke
+# (and --recipe m30k --cpu-smoke for the m30k recipe's)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"

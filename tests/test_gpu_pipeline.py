@@ -1,11 +1,16 @@
-"""bench/gpu_pipeline.py's carry for the GPU image: what `prepare` packs as wheels, from pyproject.toml's dependencies
-less what the image's package list satisfies (run as the command a user runs, `lock`)."""
+"""bench/gpu_pipeline.py: its carry for the GPU image (what `prepare` packs as wheels, from pyproject.toml's
+dependencies less what the image's package list satisfies, run as the command a user runs, `lock`) and the m30k
+recipe's flow at a CPU smoke size."""
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from aiayn.project import REPO
 
@@ -38,3 +43,28 @@ def test_a_package_the_image_satisfies_is_not_carried_nor_what_only_it_needs(tmp
     assert {"hydra-core", "sacremoses"} <= set(carried)
     image.write_text("", encoding="utf-8")  # an empty image: everything but the GPU's own stack is carried
     assert {"numpy", "scipy", "dvc", "pyyaml"} <= set(lock(image)) and "torch" not in lock(image)
+
+
+SHARED_TOK = REPO.parent / "shared/data/multi30k-tok"
+
+
+@pytest.mark.skipif(not SHARED_TOK.is_dir(), reason=f"no {SHARED_TOK} (the published lc.norm.tok files)")
+def test_the_m30k_recipe_runs_as_the_device_call_does(tmp_path: Path) -> None:
+    """`--recipe m30k --cpu-smoke`: the GPU call's whole flow (a copy, ../shared's files linked as a mirror, dvc repro
+    of base x 2 seeds side by side, Table 2 with the Multi30k BLEU), on the CPU with a tiny model."""
+    env = dict(os.environ, OUT=str(tmp_path / "out"), WANDB_MODE="offline")
+    (tmp_path / "out").mkdir()
+    args = ["run", "--recipe", "m30k", "--cpu-smoke", "--seeds", "1", "2", "--workdir", str(tmp_path / "work")]
+    done = subprocess.run(
+        [sys.executable, "bench/gpu_pipeline.py", *args], cwd=REPO, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert (tmp_path / "work/mirror/multi30k-test_2016_flickr.lc.norm.tok.de").resolve() == (
+        SHARED_TOK / "test_2016_flickr.lc.norm.tok.de"
+    ).resolve()
+    runs = json.loads((tmp_path / "out/runs.json").read_text())["runs"]
+    assert set(runs) == {"base/seed1", "base/seed2"}
+    assert all(r["test_bleu_lc_tok"] is not None and r["averaged"] == 5 for r in runs.values())
+    table2 = (tmp_path / "out/table2.md").read_text()
+    assert "Transformer-tiny (Wu et al. 2021)" in table2 and "data: multi30k (lc.norm.tok)" in table2
+    assert done.stdout.strip().splitlines()[-1].startswith("RESULT base_test_bleu_lc_tok ")
