@@ -18,6 +18,13 @@ x86 = platform.machine().lower() in ("x86_64", "amd64")
 avx2 = x86 and "avx2" in (Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else "")
 avx512 = avx2 and "avx512f" in Path("/proc/cpuinfo").read_text()
 
+
+def pinned() -> str:
+    from aiayn.floatpath import cpu_vendor, mkl_branch
+
+    return f"AVX2 kernels, {mkl_branch('AVX2', cpu_vendor())}, 1 thread"
+
+
 # A few training steps of a small Transformer: matrix products (MKL), softmax, LayerNorm and Adam (PyTorch's
 # vectorised kernels) and reductions that split across threads.
 _TRAIN = """
@@ -60,7 +67,7 @@ def test_a_pinned_run_is_the_same_on_an_avx2_machine_with_more_cores_and_unpinne
     four Adam steps agree to the bit; unpinned, they differ."""
     other_machine = dict(ATEN_CPU_CAPABILITY="avx2", MKL_ENABLE_INSTRUCTIONS="AVX2", OMP_NUM_THREADS="2")
     here, there = _train(1, "avx2"), _train(1, "avx2", **other_machine)
-    assert here == there and here["path"] == "AVX2 kernels, MKL_CBWR=AVX2, 1 thread"
+    assert here == there and here["path"] == pinned()
     free_here, free_there = _train(1, None), _train(None, None, **other_machine)
     assert free_here["path"].startswith("AVX512 kernels") and free_there["path"].startswith("AVX2 kernels")
     assert free_here["weight"] != free_there["weight"]  # the negative control: what the pin removes
@@ -87,3 +94,31 @@ def test_a_float_path_that_does_not_exist_is_refused() -> None:
         pin(None, "sse4")
     with pytest.raises(FloatPathError, match="trainer.threads=0"):
         pin(0, None)
+
+
+def test_the_record_says_which_mkl_branch_computes() -> None:
+    """MKL honours MKL_CBWR=AVX2 on Intel CPUs only; elsewhere the record names the AUTO branch that computes."""
+    from aiayn.floatpath import cpu_vendor, mkl_branch
+
+    assert cpu_vendor("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\n") == "AuthenticAMD"
+    assert cpu_vendor("processor : 0\n") is None
+    assert mkl_branch("AVX2", "GenuineIntel") == "MKL_CBWR=AVX2"
+    assert mkl_branch("AVX2", "AuthenticAMD") == "MKL_CBWR=AVX2 (AUTO on this AuthenticAMD CPU)"
+    assert mkl_branch("BRANCH=AVX512,STRICT", "AuthenticAMD").endswith("(AUTO on this AuthenticAMD CPU)")
+    assert (
+        mkl_branch("COMPATIBLE", "AuthenticAMD") == "MKL_CBWR=COMPATIBLE" and mkl_branch(None, None) == "MKL unpinned"
+    )
+    assert mkl_branch("AVX2", None) == "MKL_CBWR=AVX2"  # no vendor to read: as asked
+
+
+@pytest.mark.skipif(not avx2, reason="needs an x86-64 CPU with AVX2")
+def test_off_intel_mkl_computes_the_avx2_branch_as_auto() -> None:
+    """What the record's "(AUTO on this ... CPU)" rests on: on a CPU that is not Intel's, MKL_CBWR=AVX2 trains the
+    same weights as MKL_CBWR=AUTO; on Intel's, the AVX2 branch is honoured (and the record says only MKL_CBWR=AVX2)."""
+    from aiayn.floatpath import cpu_vendor
+
+    if cpu_vendor() in (None, "GenuineIntel"):
+        pytest.skip("an Intel CPU honours MKL's branches")
+    avx2_branch, auto = _train(1, "avx2"), _train(1, None, ATEN_CPU_CAPABILITY="avx2", MKL_CBWR="AUTO")
+    assert avx2_branch["weight"] == auto["weight"] and avx2_branch["loss"] == auto["loss"]
+    assert avx2_branch["path"] == pinned()

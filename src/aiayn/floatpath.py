@@ -8,9 +8,15 @@ and between one and two threads (docs/results.md#the-same-numbers-on-another-mac
 
 `pin` fixes all three for a stage: `trainer.threads` intra-op threads and `trainer.cpu_isa` kernels, through
 PyTorch's own switch (ATEN_CPU_CAPABILITY) and MKL's Conditional Numerical Reproducibility (MKL_CBWR), which
-promises the same results on every processor that has the instruction set. Both are read when PyTorch and MKL
+promises the same results on every Intel processor that has the instruction set. Both are read when PyTorch and MKL
 first compute, so the stage pins before its first tensor operation; where that is too late (a tensor operation
 already ran in the process) it warns, and train.json's `float_path` records what ran.
+
+MKL honours a branch other than AUTO or COMPATIBLE on Intel processors only: elsewhere it computes with its AUTO
+branch and says nothing (Intel's documentation; on an AMD EPYC, MKL_CBWR=AVX2 and MKL_CBWR=AUTO trained the same
+weights to the digit, and other ones than an Intel machine's pinned run: docs/results.md#on-an-amd-cpu). `described`
+names that in the record, so two runs whose float paths read differently are not expected to agree. COMPATIBLE
+(SSE2) would be the same on both vendors, at 1.45x a tiny-scale run's training time there: not the default.
 """
 
 from __future__ import annotations
@@ -87,14 +93,41 @@ def pin_stage(trainer, precision: str) -> str | None:
     return described()
 
 
+def cpu_vendor(cpuinfo: str | None = None) -> str | None:
+    """The CPU's vendor string ("GenuineIntel", "AuthenticAMD") from /proc/cpuinfo (or the text given); None where
+    there is none to read (not Linux, not x86)."""
+    if cpuinfo is None:
+        try:
+            with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+                cpuinfo = f.read(65536)
+        except OSError:
+            return None
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "vendor_id":
+            return value.strip() or None
+    return None
+
+
+def mkl_branch(cbwr: str | None, vendor: str | None) -> str:
+    """MKL_CBWR as MKL applies it: "AVX2", or "AVX2 (AUTO on this AuthenticAMD CPU)" where the vendor is not Intel
+    and the branch is one MKL honours on Intel processors only."""
+    if not cbwr:
+        return "MKL unpinned"
+    branch = cbwr.split(",")[0].removeprefix("BRANCH=").strip().upper()
+    if vendor and vendor != "GenuineIntel" and branch not in ("AUTO", "COMPATIBLE"):
+        return f"MKL_CBWR={cbwr} (AUTO on this {vendor} CPU)"
+    return f"MKL_CBWR={cbwr}"
+
+
 def described() -> str:
-    """The float path this process computes on, for a run's record: "AVX2 kernels, MKL_CBWR=AVX2, 1 thread"."""
+    """The float path this process computes on, for a run's record: "AVX2 kernels, MKL_CBWR=AVX2, 1 thread", with
+    the branch MKL takes instead where it ignores the one asked for (`mkl_branch`)."""
     import torch
 
-    cbwr = os.environ.get("MKL_CBWR")
     threads = torch.get_num_threads()
     return (
         f"{torch.backends.cpu.get_cpu_capability()} kernels, "
-        + (f"MKL_CBWR={cbwr}" if cbwr else "MKL unpinned")
+        + mkl_branch(os.environ.get("MKL_CBWR"), cpu_vendor())
         + f", {threads} thread{'s' if threads != 1 else ''}"
     )

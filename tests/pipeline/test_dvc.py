@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from tests.test_floatpath import pinned
 
 from aiayn.fingerprint import CANNOT_CHANGE_RESULTS, module_file
 
@@ -113,7 +114,7 @@ def test_dvc_repro_trains_and_evaluates_on_the_pinned_float_path(repo: Path) -> 
     for seed in (1, 2):
         train = json.loads((repo / "runs" / "base" / f"seed{seed}" / "train.json").read_text())
         evaluated = json.loads((repo / "evals" / "base" / f"seed{seed}" / "eval.json").read_text())
-        assert train["float_path"] == evaluated["float_path"] == "AVX2 kernels, MKL_CBWR=AVX2, 1 thread"
+        assert train["float_path"] == evaluated["float_path"] == pinned()
 
 
 def test_every_output_file_is_stored_once(repo: Path) -> None:

@@ -86,6 +86,7 @@ def write_run(
         vocab_size=50,
         device=dict(name="cpu", count=1, accelerator="cpu"),
         precision="32",
+        float_path="AVX2 kernels, MKL_CBWR=AVX2, 1 thread",
     )
     (path / "train.json").write_text(json.dumps(train))
     if write_eval:

@@ -111,6 +111,8 @@ def write_tables(
     context = dict(
         scale=_distinct(ok, "scale", "name"),
         data=_data_names(ok),
+        # train.json's (aiayn.floatpath.described): runs on other float paths are not expected to agree digit for digit
+        float_path="; ".join(sorted({str(r.train["float_path"]) for r in ok if r.train.get("float_path")})) or None,
         dev_signature=signatures(ok, "dev"),
         test_signature=signatures(ok, "test"),
         seeds=describe_seeds(seeds),
