@@ -1,4 +1,4 @@
-"""The CPU's arithmetic, pinned: the same float operations in the same order on any x86-64 machine.
+"""The CPU's arithmetic, pinned: the same float operations in the same order on any Intel x86-64 machine.
 
 A CPU run's numbers depend on more than its seed. PyTorch picks its vectorised kernels by the machine's widest
 instruction set (AVX-512 where there is one, else AVX2), MKL's matrix products do the same, and the intra-op thread

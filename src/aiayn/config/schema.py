@@ -215,7 +215,7 @@ class TrainerConfig(Sealable):
     peak_flops: Optional[float] = None  # per device, for train/mfu; null: looked up from the device name
     # A CPU run's float path (aiayn.floatpath): intra-op threads (null: torch's default, or the parallel launcher's
     # share of the cores) and the x86-64 kernels of PyTorch and MKL (null: the machine's widest). conf/trainer/cpu.yaml
-    # pins 1 thread and avx2, so that the default's numbers are the same on every x86-64 machine with AVX2.
+    # pins 1 thread and avx2, so that the default's numbers are the same on every Intel x86-64 machine with AVX2.
     threads: Optional[int] = mark(None, at_least=1)
     cpu_isa: Optional[str] = choice(None, "avx2", "avx512")
 
