@@ -18,7 +18,10 @@
 # .gpu_data/multi30k-tok, the mirror folder):
 #   run(command="bash bench/gpu_pipeline.sh --recipe m30k --data .gpu_data/multi30k-tok --workdir /tmp/aiayn-m30k \
 #       --budget-s 540", carry=[".whl", ".gpu_data"], timeout_s=600)
-# and the same call at once if it stopped at the budget (it resumes). `--rows base D1 E` adds Table 3's chosen rows.
+# Whether the four seeds (3,300-5,100 updates each on CPU) and their beam-5 evaluation fit one call is unmeasured:
+# a call stopped at its budget resumes with the same call only while the machine is warm and device time is left,
+# and its RESULT base_seeds_evaluated says how many seeds the headline averages. `--rows base D1 E` adds Table 3's
+# chosen rows (a second session's call).
 # Then, in a second call, learning parity (bench/learning_parity.py: the pipeline against a plain nn.Transformer
 # script, 3 seeds each, 3 runs side by side on the GPU) at the issue's setting, further than on CPU:
 #   run(command="bash bench/gpu_pipeline.sh --parity --data .gpu_data/multi30k --steps 3000",

@@ -122,3 +122,6 @@ def test_off_intel_mkl_computes_the_avx2_branch_as_auto() -> None:
     avx2_branch, auto = _train(1, "avx2"), _train(1, None, ATEN_CPU_CAPABILITY="avx2", MKL_CBWR="AUTO")
     assert avx2_branch["weight"] == auto["weight"] and avx2_branch["loss"] == auto["loss"]
     assert avx2_branch["path"] == pinned()
+    # the control: MKL computes these products and reads MKL_CBWR (its branch for every vendor gives other weights)
+    compatible = _train(1, None, ATEN_CPU_CAPABILITY="avx2", MKL_CBWR="COMPATIBLE")
+    assert compatible["weight"] != auto["weight"]

@@ -34,7 +34,16 @@ def test_folders_name_the_variant_alone():
     # A decoding sweep's folder: the eval folder without the swept keys, so another averaging sweeps apart.
     assert base.tuning_dir == Path("decode_tuning/base/lr_factor=2,snapshot_every_steps=3/seed1")
     avg10 = RunSpec.for_row(
-        "base", 1, {"row.average_last": 10, "decode.beam_size": 5, "decode.length_penalty": 1.0, "decode.max_len_b": 9}
+        "base",
+        1,
+        {
+            "row.average_last": 10,
+            "row.dev_average_last": 3,
+            "decode.beam_size": 5,
+            "decode.length_penalty": 1.0,
+            "decode.bootstrap": 100,
+            "decode.max_len_b": 9,
+        },
     )
     assert avg10.tuning_dir == Path("decode_tuning/base/average_last=10,max_len_b=9/seed1")
     assert base.name("train") == "base-lr_factor=2,snapshot_every_steps=3-s1" and c1.name("eval") == (

@@ -16,7 +16,8 @@ MKL honours a branch other than AUTO or COMPATIBLE on Intel processors only: els
 branch and says nothing (Intel's documentation; on an AMD EPYC, MKL_CBWR=AVX2 and MKL_CBWR=AUTO trained the same
 weights to the digit, and other ones than an Intel machine's pinned run: docs/results.md#on-an-amd-cpu). `described`
 names that in the record, so two runs whose float paths read differently are not expected to agree. COMPATIBLE
-(SSE2) would be the same on both vendors, at 1.45x a tiny-scale run's training time there: not the default.
+(SSE2), the branch both vendors honour (the same numbers on both, by Intel's documentation; not compared here), costs
+1.45x a tiny-scale run's training time there: not the default.
 """
 
 from __future__ import annotations
