@@ -100,9 +100,10 @@ def m30k_scale_config(steps: int | None, smoke: bool) -> str:
     cfg: dict = {
         "defaults": ["m30k_tiny", "_self_"],
         "scale": {"name": "m30k_tiny_gpu_smoke" if smoke else "m30k_tiny_gpu"},
-        "trainer": {} if smoke else {"precision": "32-true"},
         "logger": {"backend": "none"},
     }
+    if not smoke:
+        cfg["trainer"] = {"precision": "32-true"}
     if steps:
         cfg["train"] = {"max_steps": steps}
     if smoke:
@@ -112,8 +113,6 @@ def m30k_scale_config(steps: int | None, smoke: bool) -> str:
         cfg["train"] |= {"val_every_steps": every, "ckpt_every_steps": every, "snapshot_every_steps": every}
         cfg["data"] = {"vocab_size": 500, "max_train_pairs": 2000}
         cfg["decode"] = {"bootstrap": 100, "max_len_b": 10}
-    if not cfg["trainer"]:
-        del cfg["trainer"]
     return "# @package _global_\n" + yaml.safe_dump(cfg, sort_keys=False)
 
 

@@ -66,7 +66,7 @@ EVAL_ONLY = ("decode",)  # groups that change an evaluation, not the training ru
 SWEPT = ("decode.beam_size", "decode.length_penalty", "decode.length_norm")  # what pipeline/tune_decode.py sweeps
 # Not in a sweep's folder either: what it sweeps, and what it does not use (it decodes dev with row.average_last's
 # weights and scores without a bootstrap)
-NOT_TUNING = (*SWEPT, "decode.bootstrap", "row.dev_average_last")
+NOT_TUNING = frozenset((*SWEPT, "decode.bootstrap", "row.dev_average_last"))
 MAX_SLUG = 64  # characters of a folder name before it is shortened with a hash
 
 
@@ -148,7 +148,7 @@ class RunSpec:
         kept = {
             k: v
             for k, v in self.variant
-            if (evaluation or not _is_eval_only(k)) and (swept or not {k, k.removeprefix("row.")} & set(NOT_TUNING))
+            if (evaluation or not _is_eval_only(k)) and (swept or not {k, k.removeprefix("row.")} & NOT_TUNING)
         }
         name = slug(kept)
         return f"{name}/" if name else ""

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aiayn import runspec
+from aiayn.config.schema import DecodeConfig
 from aiayn.io import CHECKOUT
 from aiayn.model.config import ModelConfig
 
@@ -15,6 +16,8 @@ if TYPE_CHECKING:
     from aiayn.config.schema import Config
 
 DEPARTURES = CHECKOUT / "docs" / "departures.md"
+
+PAPER = DecodeConfig()  # section 6.1's decoding: what a run's config gives when it names none
 
 
 def departures() -> list[str]:
@@ -66,9 +69,9 @@ def model_card(
     """README.md of an exported model: the run, the checkpoints averaged, its evaluation where one exists, what is
     exact and what differs, and how to use it."""
     decode = decode or {}
-    beam, alpha = decode.get("beam_size", 4), decode.get("length_penalty", 0.6)
-    power = decode.get("length_norm", "gnmt") == "power"  # the run scores as transformers and CTranslate2 do
-    max_len_b = decode.get("max_len_b", 50)
+    beam, alpha = decode.get("beam_size", PAPER.beam_size), decode.get("length_penalty", PAPER.length_penalty)
+    power = decode.get("length_norm", PAPER.length_norm) == "power"  # the run scores as transformers and CTranslate2 do
+    max_len_b = decode.get("max_len_b", PAPER.max_len_b)
     variant_text = ", ".join(f"{k}={v}" for k, v in (variant or {}).items()) or "none (the row as it is)"
     lines = [
         "---",
@@ -205,11 +208,11 @@ def model_card(
 def _decoding_differs(evaluation: dict[str, Any], decode: dict[str, Any]) -> str:
     """ "beam 5 against 4, ..." for the beam settings in which the evaluation differs from the run's decode config
     (an evaluation run with overrides); "" when they agree or either side does not say."""
-    defaults = {"beam_size": 4, "length_penalty": 0.6, "length_norm": "gnmt"}
     names = {"beam_size": "beam", "length_penalty": "alpha", "length_norm": "length norm"}
     parts = []
     for key, name in names.items():
-        ours = evaluation.get(key, defaults[key] if key == "length_norm" else None)
-        if ours is not None and ours != decode.get(key, defaults[key]):
-            parts.append(f"{name} {ours} against {decode.get(key, defaults[key])}")
+        paper = getattr(PAPER, key)
+        ours = evaluation.get(key, paper if key == "length_norm" else None)  # older eval.json: no length_norm
+        if ours is not None and ours != decode.get(key, paper):
+            parts.append(f"{name} {ours} against {decode.get(key, paper)}")
     return ", ".join(parts)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,27 +20,21 @@ from aiayn.report.table2 import P100_SUSTAINED_FLOPS, build_table2, write_table2
 from aiayn.report.table3 import build_table3, write_table3
 
 
-def _distinct(records: Sequence[RunRecord], *keys: str) -> str | None:
-    """The distinct values of a nested config key over the runs that have one, e.g. "tiny" or "tiny, small"."""
-    values = set()
-    for rec in records:
-        node: Any = rec.config
-        for key in keys:
-            node = node.get(key) if isinstance(node, Mapping) else None
-        if node is not None:
-            values.add(str(node))
-    return ", ".join(sorted(values)) or None
+def _distinct(records: Sequence[RunRecord], value: Callable[[RunRecord], Any], sep: str = ", ") -> str | None:
+    """The distinct values of `value(run)` over the runs that have one, e.g. "tiny" or "tiny, small"."""
+    return sep.join(sorted({str(v) for rec in records if (v := value(rec)) is not None})) or None
 
 
-def _data_names(records: Sequence[RunRecord]) -> str | None:
-    """The distinct data of the runs, each with its form where it is not the raw text: "multi30k (lc.norm.tok)"."""
-    values = set()
-    for rec in records:
-        data = rec.config.get("data")
-        if isinstance(data, Mapping) and data.get("name") is not None:
-            form = data.get("form")
-            values.add(f"{data['name']} ({form})" if form not in (None, "raw") else str(data["name"]))
-    return ", ".join(sorted(values)) or None
+def _nested(node: Any, *keys: str) -> Any:
+    for key in keys:
+        node = node.get(key) if isinstance(node, Mapping) else None
+    return node
+
+
+def _data_name(rec: RunRecord) -> str | None:
+    """The run's data, with its form where it is not the raw text: "multi30k (lc.norm.tok)"."""
+    name, form = _nested(rec.config, "data", "name"), _nested(rec.config, "data", "form")
+    return None if name is None else f"{name} ({form})" if form not in (None, "raw") else str(name)
 
 
 def signatures(records: Sequence[RunRecord], section: str) -> str | None:
@@ -109,10 +103,10 @@ def write_tables(
     ok = [r for r in records if r.ok]
     lengths = sentence_lengths(refs)
     context = dict(
-        scale=_distinct(ok, "scale", "name"),
-        data=_data_names(ok),
+        scale=_distinct(ok, lambda r: _nested(r.config, "scale", "name")),
+        data=_distinct(ok, _data_name),
         # train.json's (aiayn.floatpath.described): runs on other float paths are not expected to agree digit for digit
-        float_path="; ".join(sorted({str(r.train["float_path"]) for r in ok if r.train.get("float_path")})) or None,
+        float_path=_distinct(ok, lambda r: r.train.get("float_path"), "; "),
         dev_signature=signatures(ok, "dev"),
         test_signature=signatures(ok, "test"),
         seeds=describe_seeds(seeds),
