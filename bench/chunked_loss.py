@@ -24,7 +24,7 @@ def one(mode: str, tokens: int, chunk: int, vocab: int, d_model: int, steps: int
     import torch.nn.functional as F
 
     from aiayn.train.chunked_loss import chunked_label_smoothed_nll_loss
-    from aiayn.train.loss import label_smoothed_nll_loss
+    from aiayn.train.label_smoothing import label_smoothed_nll_loss
 
     torch.set_num_threads(2)
     g = torch.Generator().manual_seed(0)

@@ -284,7 +284,7 @@ def main() -> None:
         "--newstest",
         action="store_true",
         help="instead: seconds to decode a newstest2014-sized input (3003 sentences; use with "
-        "--shape base --vocab 37000 --device cuda, as bench/gpu_check.sh does)",
+        "--shape base --vocab 37000 --device cuda, as gpu/gpu_check.sh does)",
     )
     parser.add_argument("--sentences", type=int, default=3003, help="with --newstest")
     parser.add_argument(

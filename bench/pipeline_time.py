@@ -24,8 +24,7 @@ from pathlib import Path
 
 import yaml
 
-from aiayn.project import copy_project
-from gpu_pipeline import repro  # bench/ is on sys.path when a bench script runs
+from aiayn.run.checkout import copy_project, repro
 
 
 def main() -> None:
@@ -47,9 +46,9 @@ def main() -> None:
         given = {k: v for k, v in (("scale", args.scale), ("rows", args.rows), ("seeds", args.seeds)) if v}
         params = yaml.safe_load((copy_project(tmp, **given) / "params.yaml").read_text())
         print(f"params: scale={params['scale']} data={params['data']} rows={params['rows']} seeds={params['seeds']}")
-        # One plain `dvc repro`, as a user runs it, its lines echoed with their time (gpu_pipeline.repro: a stage's
-        # time runs from its "Running stage" line to the next, so DVC's hashing between stages counts with the one
-        # before).
+        # One plain `dvc repro`, as a user runs it, its lines echoed with their time (aiayn.run.checkout.repro: a
+        # stage's time runs from its "Running stage" line to the next, so DVC's hashing between stages counts with the
+        # one before).
         log_file = args.log or tmp / "repro.log"
         with open(log_file, "w", encoding="utf-8") as log:
             rc, seconds = repro(tmp, env, log, None)

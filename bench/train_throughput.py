@@ -18,7 +18,7 @@ from torch import Tensor, nn
 
 from aiayn.model.config import ModelConfig
 from aiayn.model.transformer import Transformer
-from aiayn.train.loss import label_smoothed_nll_loss
+from aiayn.train.label_smoothing import label_smoothed_nll_loss
 
 PAD = 0
 SHAPES = {

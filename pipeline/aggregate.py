@@ -8,9 +8,9 @@ from aiayn.config.schema import Config
 
 
 def run(cfg: Config) -> dict:
-    from aiayn.report.stage import tabulate
+    from aiayn.stages.aggregate import aggregate
 
-    return tabulate(cfg)
+    return aggregate(cfg)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 """DVC stage `attention_figures`: what base and big (seed 1) attend to in a few dev sentences, into results/attention/
-(aiayn.attention_figures). Beside aggregate, which reads JSON and text only: this stage reopens the models.
+(aiayn.inference.attention). Beside aggregate, which reads JSON and text only: this stage reopens the models.
 
 By hand: python pipeline/attention_figures.py 'tables.rows=[base]' 'tables.seeds=[1]'
 """
@@ -9,9 +9,9 @@ from aiayn.config.schema import Config
 
 
 def run(cfg: Config) -> list:
-    from aiayn.attention_figures import stage
+    from aiayn.stages.attention_figures import attention_figures
 
-    return stage(cfg)
+    return attention_figures(cfg)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ from aiayn.config.schema import Config
 
 
 def run(cfg: Config) -> dict:
-    from aiayn.data.stages import bpe
+    from aiayn.stages.bpe import bpe
 
     return bpe(cfg)
 

@@ -8,7 +8,7 @@ from aiayn.config.schema import Config
 
 
 def run(cfg: Config) -> dict:
-    from aiayn.data.stages import fetch
+    from aiayn.stages.fetch import fetch
 
     return fetch(cfg)
 

@@ -1,21 +1,21 @@
 """DVC stage `seeds`: seeds/{row}.yaml for every row of params.yaml, its `seeds` then its `extra_seeds`.
 
 train@{row} and evaluate@{row} depend on their row's file and run its seeds (seeds_from=seeds/{row}.yaml), so when
-`python -m aiayn.extension` gives a row more seeds, DVC reruns that row's stages and base's, not every row's. DVC fails
-on a params key that is absent (`extra_seeds.A1` before any seed is added), hence a file per row rather than a
+`python -m aiayn.verdicts.extension` gives a row more seeds, DVC reruns that row's stages and base's, not every row's.
+DVC fails on a params key that is absent (`extra_seeds.A1` before any seed is added), hence a file per row rather than a
 per-row params key. No Hydra config: params.yaml is all it reads. By hand: python pipeline/seeds.py
 """
 
 from __future__ import annotations
 
-from aiayn.config.params import write_seed_lists
+from aiayn.stages.seeds import seeds
 
 PARAMS_FILE = "params.yaml"
 OUT_DIR = "seeds"  # dvc.yaml's outs
 
 
 def run(params_file: str = PARAMS_FILE, out_dir: str = OUT_DIR) -> dict[str, list[int]]:
-    return write_seed_lists(params_file, out_dir)
+    return seeds(params_file, out_dir)
 
 
 if __name__ == "__main__":

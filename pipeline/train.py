@@ -1,4 +1,4 @@
-"""DVC stage `train@{row}`: train one row with one seed into its run folder (aiayn.runspec: runs/{row}/seed{seed}/,
+"""DVC stage `train@{row}`: train one row with one seed into its run folder (aiayn.run.folders: runs/{row}/seed{seed}/,
 runs/{row}/{variant}/seed{seed}/ for a variant).
 
 DVC runs `python pipeline/train.py hydra/launcher=parallel row=A1 seeds_from=seeds/A1.yaml`: a Hydra multirun over
@@ -8,7 +8,7 @@ finished is skipped. By hand: python pipeline/train.py row=A1 seed=2     Sweep: 
 
 from aiayn.config.cli import hydra_main
 from aiayn.config.schema import Config
-from aiayn.train.fit import train  # imported before the launcher forks a seed's job (hydra/launcher=parallel)
+from aiayn.stages.train import train  # imported before the launcher forks a seed's job (hydra/launcher=parallel)
 
 
 def run(cfg: Config) -> dict:

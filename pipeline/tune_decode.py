@@ -10,11 +10,13 @@ Use the choice: python pipeline/evaluate.py row=base seed=1 --config-dir decode_
 
 from aiayn.config.cli import hydra_main
 from aiayn.config.schema import Config
-from aiayn.eval.tuning import tune_setting  # imported before the launcher forks a seed's job (hydra/launcher=parallel)
+from aiayn.stages.tune_decode import (
+    tune_decode,  # imported before the launcher forks a seed's job (hydra/launcher=parallel)
+)
 
 
 def run(cfg: Config) -> dict:
-    return tune_setting(cfg)
+    return tune_decode(cfg)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ def shared_dir() -> Path:
 @pytest.fixture(scope="session")
 def copy_project():
     """`copy_project(dst, **params) -> dst`: the project copied into dst, a fresh git repository, with params.yaml
-    values replaced (aiayn.project's, which bench/pipeline_time.py times the default pipeline in too)."""
-    from aiayn.project import copy_project
+    values replaced (aiayn.run.checkout's, which bench/pipeline_time.py times the default pipeline in too)."""
+    from aiayn.run.checkout import copy_project
 
     return copy_project

@@ -1,6 +1,6 @@
 """Counting the operations that make the host wait for the device, on CPU, where nothing waits.
 
-On a GPU, `torch.cuda.set_sync_debug_mode` reports them (bench/gpu_check.py does); here a TorchFunctionMode sees
+On a GPU, `torch.cuda.set_sync_debug_mode` reports them (gpu/gpu_check.py does); here a TorchFunctionMode sees
 every torch call and counts the ones whose result the host must read: a tensor turned into a Python value, a
 nonzero, or indexing by a boolean mask (its result's size depends on the data); and, as uploads, tensors made
 from host data (`torch.tensor`), which on a GPU is a copy that waits for the device before it starts.

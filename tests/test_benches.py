@@ -81,7 +81,7 @@ def test_decode_speed_against_ctranslate2_runs() -> None:
 
 
 def test_dev_noise_reads_a_finished_pipeline(tmp_path: Path) -> None:
-    """bench/dev_noise.py over evaluation folders laid out as the evaluate stage writes them (fabricated here:
+    """studies/dev_noise.py over evaluation folders laid out as the evaluate stage writes them (fabricated here:
     base and a row, three seeds, hypotheses of known quality)."""
     from tests.report.conftest import degrade, reference_lines, write_run
 
@@ -98,7 +98,7 @@ def test_dev_noise_reads_a_finished_pipeline(tmp_path: Path) -> None:
 
 
 def test_the_design_simulation_runs_and_prints_its_headline_last() -> None:
-    """bench/design_sim.py as a user starts it, at 20 simulated studies a scenario: its headline (the worst
+    """src/aiayn/verdicts/simulation.py as a user starts it, at 20 simulated studies a scenario: its headline (the worst
     false-verdict rate over its bound) is last; 0, no false verdict, is its best value, so only the bound must be
     positive."""
     found = run_bench("design_sim.py", "--studies", "20")

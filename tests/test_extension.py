@@ -1,6 +1,6 @@
-"""python -m aiayn.extension: the design's one extension from the pilot's plan, the params.yaml it leaves, and what it
-refuses (a second extension, a design changed since its pilot, a second look, --until-resolved). No training here:
-`dvc repro` is replaced by a stand-in; tests/pipeline/test_adaptive_seeds.py runs the real one."""
+"""python -m aiayn.verdicts.extension: the design's one extension from the pilot's plan, the params.yaml it leaves, and
+what it refuses (a second extension, a design changed since its pilot, a second look, --until-resolved). No training
+here: `dvc repro` is replaced by a stand-in; tests/pipeline/test_adaptive_seeds.py runs the real one."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from aiayn.config.params import Params
-from aiayn.extension import main, planned_seeds, run
-from aiayn.report import record
-from aiayn.report.decide import PlanRecord, new_seeds, plan_extension
-from aiayn.report.significance import Design
+from aiayn.verdicts import record
+from aiayn.verdicts.decide import PlanRecord, new_seeds, plan_extension
+from aiayn.verdicts.extension import main, planned_seeds, run
+from aiayn.verdicts.significance import Design
 
 
 def line(row: str, test: str, planned: int | None, verdict: str = "unresolved") -> dict[str, object]:

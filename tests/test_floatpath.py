@@ -1,4 +1,4 @@
-"""The pinned float path (aiayn.floatpath): a CPU run computes the same numbers whatever the machine offers it.
+"""The pinned float path (aiayn.run.floatpath): a CPU run computes the same numbers whatever the machine offers it.
 
 Each case runs in a fresh interpreter, since PyTorch and MKL fix their kernels at their first operation.
 """
@@ -20,7 +20,7 @@ avx512 = avx2 and "avx512f" in Path("/proc/cpuinfo").read_text()
 
 
 def pinned() -> str:
-    from aiayn.floatpath import cpu_vendor, mkl_branch
+    from aiayn.run.floatpath import cpu_vendor, mkl_branch
 
     return f"AVX2 kernels, {mkl_branch('AVX2', cpu_vendor())}, 1 thread"
 
@@ -29,7 +29,7 @@ def pinned() -> str:
 # vectorised kernels) and reductions that split across threads.
 _TRAIN = """
 import json, sys
-from aiayn.floatpath import described, pin
+from aiayn.run.floatpath import described, pin
 threads, isa = json.loads(sys.argv[1])
 pin(threads, isa)
 import torch
@@ -77,7 +77,7 @@ def test_a_pinned_run_is_the_same_on_an_avx2_machine_with_more_cores_and_unpinne
 def test_a_pin_after_the_first_tensor_operation_warns_and_says_what_ran() -> None:
     code = (
         "import torch, logging; logging.basicConfig(); torch.ones(3).exp(); "
-        "from aiayn.floatpath import pin, described; pin(2, 'avx2'); print(described())"
+        "from aiayn.run.floatpath import pin, described; pin(2, 'avx2'); print(described())"
     )
     environ = {k: v for k, v in os.environ.items() if k not in ("ATEN_CPU_CAPABILITY", "MKL_CBWR")}
     out = subprocess.run([sys.executable, "-c", code], env=environ, capture_output=True, text=True, timeout=120)
@@ -88,7 +88,7 @@ def test_a_pin_after_the_first_tensor_operation_warns_and_says_what_ran() -> Non
 
 
 def test_a_float_path_that_does_not_exist_is_refused() -> None:
-    from aiayn.floatpath import FloatPathError, pin
+    from aiayn.run.floatpath import FloatPathError, pin
 
     with pytest.raises(FloatPathError, match="trainer.cpu_isa='sse4'"):
         pin(None, "sse4")
@@ -98,7 +98,7 @@ def test_a_float_path_that_does_not_exist_is_refused() -> None:
 
 def test_the_record_says_which_mkl_branch_computes() -> None:
     """MKL honours MKL_CBWR=AVX2 on Intel CPUs only; elsewhere the record names the AUTO branch that computes."""
-    from aiayn.floatpath import cpu_vendor, mkl_branch
+    from aiayn.run.floatpath import cpu_vendor, mkl_branch
 
     assert cpu_vendor("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\n") == "AuthenticAMD"
     assert cpu_vendor("processor : 0\n") is None
@@ -115,7 +115,7 @@ def test_the_record_says_which_mkl_branch_computes() -> None:
 def test_off_intel_mkl_computes_the_avx2_branch_as_auto() -> None:
     """What the record's "(AUTO on this ... CPU)" rests on: on a CPU that is not Intel's, MKL_CBWR=AVX2 trains the
     same weights as MKL_CBWR=AUTO; on Intel's, the AVX2 branch is honoured (and the record says only MKL_CBWR=AVX2)."""
-    from aiayn.floatpath import cpu_vendor
+    from aiayn.run.floatpath import cpu_vendor
 
     if cpu_vendor() in (None, "GenuineIntel"):
         pytest.skip("an Intel CPU honours MKL's branches")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from aiayn.flops import forward_flops_per_token, model_flops_per_token, training_flops
+from aiayn.cost.flops import forward_flops_per_token, model_flops_per_token, training_flops
 from aiayn.model.config import ModelConfig, recorded
 
 TINY = dict(n_layers=1, d_model=2, d_ff=3, n_heads=1, d_k=2, d_v=2)

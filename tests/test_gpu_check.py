@@ -1,4 +1,4 @@
-"""bench/gpu_check.sh, the one prepared script of the GPU checks, run here on CPU (`--dry-run`): GPU minutes come
+"""gpu/gpu_check.sh, the one prepared script of the GPU checks, run here on CPU (`--dry-run`): GPU minutes come
 a few at a time (15 a session, the machine's start included), too scarce to find a shell slip, a missing package
 or a part that cannot be resumed there."""
 
@@ -44,7 +44,7 @@ def gpu_image_env(tmp_path):
 
 def gpu_check(repo_root: Path, env: dict, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        ["bash", "bench/gpu_check.sh", "--dry-run", *args],
+        ["bash", "gpu/gpu_check.sh", "--dry-run", *args],
         cwd=repo_root,
         env=env,
         capture_output=True,
@@ -59,7 +59,7 @@ def results(out: subprocess.CompletedProcess) -> list[tuple[str, str]]:
 
 def test_the_gpu_scripts_import_with_only_what_the_gpu_image_has(repo_root, gpu_image_env):
     env = {**gpu_image_env, "PYTHONPATH": os.pathsep.join([gpu_image_env["PYTHONPATH"], "src", "bench"])}
-    code = "import gpu_check, decode_speed, aiayn.devices; print('imported')"
+    code = "import gpu_check, decode_speed, aiayn.cost.devices; print('imported')"
     ok = subprocess.run([sys.executable, "-c", code], cwd=repo_root, env=env, capture_output=True, text=True)
     assert ok.returncode == 0 and "imported" in ok.stdout, ok.stderr[-2000:]
     # the blocker blocks: the pipeline's own modules do need what the image lacks
@@ -103,7 +103,7 @@ def test_the_whole_flow_runs_on_cpu_without_what_the_gpu_image_lacks(repo_root, 
     """Every part at tiny shapes, under the GPU image's packages: the RESULT lines in order with the headline last,
     three files under $OUT (the device tool brings back at most eight), the shipped devices.yaml untouched; a
     second call finds every part done; a part stopped by its time limit is not done, and the next call runs it."""
-    from aiayn.devices import TABLE
+    from aiayn.cost.devices import TABLE
 
     before = TABLE.read_text()
     env = {**gpu_image_env, "OUT": str(tmp_path / "out")}

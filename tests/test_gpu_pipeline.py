@@ -1,4 +1,4 @@
-"""bench/gpu_pipeline.py: its carry for the GPU image (what `prepare` packs as wheels, from pyproject.toml's
+"""gpu/gpu_pipeline.py: its carry for the GPU image (what `prepare` packs as wheels, from pyproject.toml's
 dependencies less what the image's package list satisfies, run as the command a user runs, `lock`) and the m30k
 recipe's flow at a CPU smoke size."""
 
@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from aiayn.project import REPO
+from aiayn.run.checkout import REPO
 
 
 def lock(image: Path) -> dict[str, str]:
     out = subprocess.run(
-        [sys.executable, "bench/gpu_pipeline.py", "lock", "--image", str(image)],
+        [sys.executable, "gpu/gpu_pipeline.py", "lock", "--image", str(image)],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -27,14 +27,14 @@ def lock(image: Path) -> dict[str, str]:
 
 
 def test_the_shipped_image_list_carries_what_the_image_lacks_or_holds_too_old(tmp_path: Path) -> None:
-    carried = lock(REPO / "bench/gpu-image.txt")
+    carried = lock(REPO / "gpu/gpu-image.txt")
     assert {"dvc", "hydra-core", "omegaconf", "sacremoses", "antlr4-python3-runtime"} <= set(carried)
     assert "sentencepiece" in carried  # the image's 0.2.2 is older than pyproject's >=0.2.3
     assert not {"torch", "lightning", "wandb", "numpy", "pyyaml", "requests"} & set(carried)
 
 
 def test_a_package_the_image_satisfies_is_not_carried_nor_what_only_it_needs(tmp_path: Path) -> None:
-    shipped = (REPO / "bench/gpu-image.txt").read_text(encoding="utf-8")
+    shipped = (REPO / "gpu/gpu-image.txt").read_text(encoding="utf-8")
     image = tmp_path / "image.txt"
     image.write_text(shipped.replace("sentencepiece==0.2.2", "sentencepiece==99.0") + "dvc\n", encoding="utf-8")
     carried = lock(image)
@@ -56,7 +56,7 @@ def test_the_m30k_recipe_runs_as_the_device_call_does(tmp_path: Path) -> None:
     (tmp_path / "out").mkdir()
     args = ["run", "--recipe", "m30k", "--cpu-smoke", "--seeds", "1", "2", "--workdir", str(tmp_path / "work")]
     done = subprocess.run(
-        [sys.executable, "bench/gpu_pipeline.py", *args], cwd=REPO, env=env, capture_output=True, text=True
+        [sys.executable, "gpu/gpu_pipeline.py", *args], cwd=REPO, env=env, capture_output=True, text=True
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert (tmp_path / "work/mirror/multi30k-test_2016_flickr.lc.norm.tok.de").resolve() == (

@@ -1,5 +1,5 @@
 """Each fact has one home, checked on the source: no two units of aiayn import each other (imports inside functions
-count), one module loads checkpoints, and run folders and data files are named and found in aiayn.runspec alone."""
+count), one module loads checkpoints, and run folders and data files are named and found in aiayn.run.folders alone."""
 
 from __future__ import annotations
 
@@ -89,7 +89,7 @@ def _strings(path: Path) -> list[str]:
 
 
 # A file name the stages share, or a piece of one, as code spells it (a glob, an f-string's part, a suffix): written
-# in aiayn.runspec and nowhere else. A message's example ("such as runs/base/seed1") names no file the code opens.
+# in aiayn.run.folders and nowhere else. A message's example ("such as runs/base/seed1") names no file the code opens.
 SHARED_NAME = re.compile(
     r"^(.*/)?(spm(\.model)?|stats\.json|(train|valid|test)\.(src|tgt)|\.(src|tgt)|eval\.json|train\.json|curve\.csv|"
     r"config\.yaml|last\.ckpt|seed\*.*|/seed)$"
@@ -98,12 +98,12 @@ SHARED_NAME = re.compile(
 
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_shared_file_names_and_run_folders_live_in_runspec(path: Path):
-    if path.name == "runspec.py":
+    if path.name == "run/folders.py":
         return
     named = [s for s in _strings(path) if SHARED_NAME.search(s)]
-    assert not named, f"{path.relative_to(PACKAGE)} spells {named}: take the name from aiayn.runspec"
+    assert not named, f"{path.relative_to(PACKAGE)} spells {named}: take the name from aiayn.run.folders"
 
 
 def test_one_module_loads_checkpoints():
     loading = [p.relative_to(PACKAGE).as_posix() for p in SOURCES if "torch.load(" in p.read_text(encoding="utf-8")]
-    assert loading == ["train/checkpoint_reader.py"]
+    assert loading == ["checkpoint/reader.py"]

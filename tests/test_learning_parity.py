@@ -1,4 +1,4 @@
-"""bench/learning_parity.py's arithmetic and report, on runs made up with a known answer (its training is measured
+"""studies/learning_parity.py's arithmetic and report, on runs made up with a known answer (its training is measured
 by running the bench, not here): the per-token comparison, the choice of the fair reference, the RESULT lines."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from aiayn.project import REPO
+from aiayn.run.checkout import REPO
 
 
 @pytest.fixture(scope="module")

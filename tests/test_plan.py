@@ -1,4 +1,4 @@
-"""`python -m aiayn.plan`: counted FLOPs and device-hours of a configured pipeline, before anything runs."""
+"""`python -m aiayn.cost.plan`: counted FLOPs and device-hours of a configured pipeline, before anything runs."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import math
 import pytest
 import yaml
 
-from aiayn.devices import load
-from aiayn.flops import forward_flops_per_token, peak_flops
+from aiayn.cost.devices import load
+from aiayn.cost.flops import forward_flops_per_token, peak_flops
+from aiayn.cost.plan import apply_sets, main, plan, speed
 from aiayn.model.config import ModelConfig
-from aiayn.plan import apply_sets, main, plan, speed
 
 
 @pytest.fixture(scope="module")
@@ -55,9 +55,9 @@ def test_unmeasured_devices_say_so_and_unknown_ones_are_refused():
 
 
 def test_cpu_rates_are_the_measured_points_and_interpolated_between():
-    """bench/devices.yaml's CPU points: a shape measured gets its own rate; one between two gets a rate between
+    """src/aiayn/cost/devices.yaml's CPU points: a shape measured gets its own rate; one between two gets a rate between
     them (log FLOPs per token); one outside the measured range the nearest point's."""
-    from aiayn.plan import _per_token
+    from aiayn.cost.plan import _per_token
 
     def per_token(model: ModelConfig) -> float:
         return _per_token(model, 1000, (10, 10))
@@ -90,7 +90,7 @@ def test_sets_are_applied_as_dvc_exp_run_would(params):
 
 
 def test_flops_per_token_match_torch_flop_counter_on_a_small_model():
-    """aiayn.flops against torch.utils.flop_counter.FlopCounterMode: a forward pass of a small Transformer over
+    """aiayn.cost.flops against torch.utils.flop_counter.FlopCounterMode: a forward pass of a small Transformer over
     unpadded batches counts the same matmul FLOPs (attention products at full length, as a masked pass computes
     them)."""
     import torch
@@ -111,14 +111,14 @@ def test_flops_per_token_match_torch_flop_counter_on_a_small_model():
 
 
 def test_a_gpu_measurement_rewrites_one_entry_and_keeps_the_comments(tmp_path):
-    from aiayn.devices import TABLE, load, record
+    from aiayn.cost.devices import TABLE, load, record
 
     table = tmp_path / "devices.yaml"
     table.write_text(TABLE.read_text())
-    assert record("NVIDIA H200", "base", 0.4123, "2026-12-02, bench/gpu_check.sh", table) == "H200"
-    assert record("NVIDIA A100-SXM4-80GB", "big", 0.5, "2026-12-02, bench/gpu_check.sh", table) == "A100"
+    assert record("NVIDIA H200", "base", 0.4123, "2026-12-02, gpu/gpu_check.sh", table) == "H200"
+    assert record("NVIDIA A100-SXM4-80GB", "big", 0.5, "2026-12-02, gpu/gpu_check.sh", table) == "A100"
     before, after = load(TABLE), load(table)
-    assert after["H200"]["base"] == {"mfu": 0.412, "measured": "2026-12-02, bench/gpu_check.sh"}
+    assert after["H200"]["base"] == {"mfu": 0.412, "measured": "2026-12-02, gpu/gpu_check.sh"}
     assert after["A100"]["big"]["mfu"] == 0.5 and after["A100"]["base"] == before["A100"]["base"]
     assert {k: v for k, v in after.items() if k not in ("H200", "A100")} == {
         k: v for k, v in before.items() if k not in ("H200", "A100")

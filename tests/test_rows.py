@@ -1,4 +1,4 @@
-"""`python -m aiayn.rows`: every row listed, parameter differences from base as in the paper's Table 3."""
+"""`python -m aiayn.cost.rows`: every row listed, parameter differences from base as in the paper's Table 3."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import json
 
 import pytest
 
+from aiayn.cost.rows import count_parameters, describe_rows, main, row_names
 from aiayn.model.config import ModelConfig
-from aiayn.rows import count_parameters, describe_rows, main, row_names
 
 # Rows whose width changes the shared embedding, so their difference from base depends on the vocabulary.
 WIDTH_ROWS = {"C4", "C5", "big"}

@@ -1,4 +1,4 @@
-"""aiayn.runspec: one place decides which run a folder holds. Folder names from the variant (a checkpoint cadence
+"""aiayn.run.folders: one place decides which run a folder holds. Folder names from the variant (a checkpoint cadence
 only where the row averages), the code a training run executes found from its imports (comments and docstrings
 aside), the encoded data's digest, the wandb id; and a file name changed there moves every writer and reader."""
 
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from aiayn import runspec
-from aiayn.fingerprint import TRAIN_ENTRY, code_digest, imported_modules, wandb_id
-from aiayn.runspec import RunSpec
+from aiayn.run import folders
+from aiayn.run.folders import RunSpec
+from aiayn.train.fingerprint import TRAIN_ENTRY, code_digest, imported_modules, wandb_id
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
@@ -50,7 +50,7 @@ def test_folders_name_the_variant_alone():
         "C1-lr_factor=2,beam_size=8-s1"
     )
     assert (
-        base.shown(base.eval_dir / runspec.EVAL) == "runs/base/lr_factor=2,snapshot_every_steps=3,beam_size=8/"
+        base.shown(base.eval_dir / folders.EVAL) == "runs/base/lr_factor=2,snapshot_every_steps=3,beam_size=8/"
         "seed1/eval.json"
     )
 
@@ -65,12 +65,16 @@ def test_the_training_code_is_what_the_train_stage_imports():
         "aiayn.data.datamodule",
         "aiayn.model.transformer",
         "aiayn.train.module",
-        "aiayn.train.loss",
+        "aiayn.train.label_smoothing",
         "aiayn.train.chunked_loss",
     } <= set(modules)
-    assert not {"aiayn.tracking", "aiayn.progress", "aiayn.train.mfu", "aiayn.config.schema", "aiayn.runspec"} & set(
-        modules
-    )
+    assert not {
+        "aiayn.run.tracking",
+        "aiayn.progress",
+        "aiayn.train.mfu",
+        "aiayn.config.schema",
+        "aiayn.run.folders",
+    } & set(modules)
 
 
 @pytest.fixture
@@ -92,7 +96,7 @@ def test_the_code_digest_follows_what_code_does_not_how_it_is_written(package: P
     binary = package / "aiayn" / "data" / "binary.py"
     edit(binary, '"""Encoded splits on disk', '"""Encoded splits, on disk')  # a docstring
     edit(binary, "def _offsets(", "# a comment\n\n\ndef _offsets(")  # a comment and blank lines
-    edit(package / "aiayn" / "tracking.py", "log = logging", "LOGGED = 1\nlog = logging")  # changes no number
+    edit(package / "aiayn" / "run/tracking.py", "log = logging", "LOGGED = 1\nlog = logging")  # changes no number
     assert code_digest(TRAIN_ENTRY, package) == before
     edit(binary, "out = np.zeros_like(lens)", "out = np.zeros_like(lens)\n    out = out + 0")
     assert code_digest(TRAIN_ENTRY, package) != before
@@ -134,13 +138,13 @@ def test_folders_are_read_back_by_runspec(tmp_path: Path):
     for variant, seed in (({}, 2), ({}, 10), ({"train.lr_factor": 2.0}, 1), ({"decode.beam_size": 8}, 3)):
         folder = RunSpec.for_row("base", seed, variant, runs=tmp_path).eval_dir
         folder.mkdir(parents=True)
-        (folder / runspec.EVAL).write_text("{}")
+        (folder / folders.EVAL).write_text("{}")
     (tmp_path / "base" / "seed4").mkdir()  # trained, not evaluated
     (tmp_path / "base" / "notes").mkdir()
-    (tmp_path / "base" / "notes" / runspec.EVAL).write_text("{}")
-    found = runspec.evaluated(tmp_path, "base")
+    (tmp_path / "base" / "notes" / folders.EVAL).write_text("{}")
+    found = folders.evaluated(tmp_path, "base")
     assert list(found) == ["", "beam_size=8/", "lr_factor=2/"]
-    assert found[""] == {2: tmp_path / "base" / "seed2" / runspec.EVAL, 10: tmp_path / "base" / "seed10" / runspec.EVAL}
-    assert list(found["lr_factor=2/"]) == [1] and runspec.evaluated(tmp_path, "A1") == {}
-    assert runspec.seed_of(tmp_path / "base" / "seed10") == 10 and runspec.seed_of("notes") is None
-    assert runspec.seed_of("seed1x") is None
+    assert found[""] == {2: tmp_path / "base" / "seed2" / folders.EVAL, 10: tmp_path / "base" / "seed10" / folders.EVAL}
+    assert list(found["lr_factor=2/"]) == [1] and folders.evaluated(tmp_path, "A1") == {}
+    assert folders.seed_of(tmp_path / "base" / "seed10") == 10 and folders.seed_of("notes") is None
+    assert folders.seed_of("seed1x") is None

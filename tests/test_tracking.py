@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from aiayn import tracking
 from aiayn.config.composition import compose
 from aiayn.config.resolve import prepare
+from aiayn.run import tracking
 
 
 @pytest.mark.parametrize("var", ["RANK", "LOCAL_RANK", "NODE_RANK", "SLURM_PROCID"])

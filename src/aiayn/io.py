@@ -13,8 +13,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-# The checkout this package is installed from (pip install -e): conf/, bench/ and docs/ beside src/. The one place
-# that counts parent folders; everything that needs the checkout's files starts here.
+# The checkout this package is installed from (pip install -e): conf/ and pipeline/ beside src/. The one place that
+# counts parent folders. An installed package (pip install .) has no checkout: it reads nothing from one, and what
+# needs the project's conf/ (composing a pipeline config) finds it in the working folder or at AIAYN_CONF.
 CHECKOUT = Path(__file__).resolve().parents[2]
 
 

@@ -3,7 +3,7 @@
 `relative(...)`: a size or step count (>= 1) a row gives in the paper's units (aiayn.config.resolve scales it).
 `choice(...)`: a value from a fixed set. `observed(...)`: how a run is watched or scheduled, never a number a table
 reads (not in its fingerprint or folder). `averaging(...)`: how a run is checkpointed: a number only for a row that
-averages checkpoints (aiayn.runspec). `at_least=` / `unit=` / `positive=`: the range of a value. `check_values` is
+averages checkpoints (aiayn.run.folders). `at_least=` / `unit=` / `positive=`: the range of a value. `check_values` is
 the one check of sets and ranges, run on the model's config when it is built and on every group before a run.
 Standard library only: the model's own config (aiayn.model.config) uses them, and the model needs no Hydra.
 

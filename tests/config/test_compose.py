@@ -151,7 +151,7 @@ def test_prepared_config_is_the_typed_tree_resolved_and_read_only() -> None:
 
     from aiayn.config.schema import Config, DecodeConfig, RowConfig, TrainConfig
     from aiayn.model.config import ModelConfig
-    from aiayn.runspec import RunSpec
+    from aiayn.run.folders import RunSpec
 
     cfg = prepare(compose(["row=A2", "seed=7", "paths.results=${paths.runs}/out"]))
     assert RunSpec.of(cfg).run_dir == Path("runs") / "A2" / "seed7"

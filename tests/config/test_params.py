@@ -1,5 +1,5 @@
 """params.yaml's lists as the stages read them: seeds for train/evaluate (seeds_from), rows and seeds for aggregate,
-each row's extra seeds, and the edit `python -m aiayn.extension` makes."""
+each row's extra seeds, and the edit `python -m aiayn.verdicts.extension` makes."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import pytest
 import yaml
 
 from aiayn.config.cli import expand_seeds_from
-from aiayn.config.params import Params, add_extra_seeds, write_seed_lists
+from aiayn.config.params import Params, add_extra_seeds
+from aiayn.stages.seeds import seeds
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -101,7 +102,7 @@ def test_bad_extra_seeds_name_the_file_and_the_row(tmp_path: Path, text: str, me
 
 def test_seed_lists_one_file_a_row_that_seeds_from_reads(tmp_path: Path) -> None:
     params = write(tmp_path, "rows: [base, A1]\nseeds: [1, 2]\nextra_seeds: {A1: [3], gone: [9]}\n")
-    assert write_seed_lists(params, tmp_path / "seeds") == {"base": [1, 2], "A1": [1, 2, 3]}
+    assert seeds(params, tmp_path / "seeds") == {"base": [1, 2], "A1": [1, 2, 3]}
     assert sorted(p.name for p in (tmp_path / "seeds").iterdir()) == ["A1.yaml", "base.yaml"]
     assert expand_seeds_from(["row=A1", f"seeds_from={tmp_path}/seeds/A1.yaml"])[-1] == "seed=1,2,3"
 

@@ -110,7 +110,7 @@ def test_a_length_bucket_pads_to_its_multiples_and_leaves_the_loss_unchanged(bpe
     from aiayn.data.batching import Collater
     from aiayn.model.config import ModelConfig
     from aiayn.model.transformer import Transformer
-    from aiayn.train.loss import label_smoothed_nll_loss
+    from aiayn.train.label_smoothing import label_smoothed_nll_loss
 
     dm = TranslationDataModule(bpe_dir, max_tokens=400, length_bucket=8, batch_budget="padded")
     dm.setup("fit")

@@ -240,9 +240,9 @@ def test_the_catalog_entry_and_the_config():
 
 
 def test_every_remote_corpus_of_the_catalog_is_a_data_name_the_schema_offers():
-    """The catalog names the remote corpora; the schema's data.name must offer each (and plan.py sizes each)."""
+    """The catalog names the remote corpora; the schema's data.name must offer each (and cost/plan.py sizes each)."""
     from aiayn.config.schema import DATA_SOURCES
-    from aiayn.plan import CORPORA
+    from aiayn.cost.plan import CORPORA
 
     remote = {MULTI30K.name, *WMT14}
     assert remote <= set(DATA_SOURCES) and set(DATA_SOURCES) - remote == {"synthetic", "local"}

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from aiayn.eval.averaging import average_checkpoints, checkpoint_step, select_last
+from aiayn.checkpoint.averaging import average_checkpoints, checkpoint_step, select_last
 from aiayn.model.config import ModelConfig
 from aiayn.model.transformer import Transformer
 
@@ -96,14 +96,12 @@ def test_select_last_keeps_a_last_ckpt_newer_than_every_named_one(tmp_path):
 
 
 def test_a_run_with_fewer_checkpoints_than_asked_for_says_so(tmp_path, caplog):
-    from aiayn.eval import trained
-
     for step in (100, 200, 300):
         _save(tmp_path / f"step-{step:08d}.ckpt", _weights(step), step=step)
-    with caplog.at_level("WARNING", logger="aiayn.eval.trained"):
-        assert len(trained.select_last(tmp_path, 3)) == 3
+    with caplog.at_level("WARNING", logger="aiayn.checkpoint.averaging"):
+        assert len(select_last(tmp_path, 3)) == 3
     assert not caplog.records
-    with caplog.at_level("WARNING", logger="aiayn.eval.trained"):
-        assert len(trained.select_last(tmp_path, 10)) == 3
+    with caplog.at_level("WARNING", logger="aiayn.checkpoint.averaging"):
+        assert len(select_last(tmp_path, 10)) == 3
     (record,) = caplog.records
     assert str(tmp_path) in record.getMessage() and "10 checkpoints asked for, 3 there" in record.getMessage()

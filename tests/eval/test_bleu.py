@@ -8,7 +8,7 @@ import pytest
 import sacrebleu
 
 from aiayn.eval.bleu import chrf, paper_bleu, paper_tokenize, sacre_bleu, split_compounds
-from aiayn.eval.evaluate import score_translations
+from aiayn.eval.scoring import score_translations
 
 HYPS = ["The cat sat on the mat.", "It's a rich-text format, isn't it?", "Hello world"]
 REFS = ["The cat is sitting on the mat.", "It is a rich-text format, isn't it?", "Hello, world!"]

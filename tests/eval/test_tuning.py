@@ -14,12 +14,12 @@ from tests.pipeline.smoke import stage
 
 from aiayn.config.composition import CONF_DIR, compose
 from aiayn.config.resolve import ConfigError, prepare
-from aiayn.eval.tuning import (
+from aiayn.stages.tune_decode import (
     prune_stale,
     rank_key,
     read_results,
     setting_name,
-    tune_setting,
+    tune_decode,
     write_choice,
 )
 
@@ -131,7 +131,7 @@ def test_the_sweep_config_holds_the_grid() -> None:
 
 def test_greedy_strategy_is_refused() -> None:
     with pytest.raises(ConfigError, match="decode.strategy"):
-        tune_setting(prepare(compose(["decode=greedy", "logger=none"])))
+        tune_decode(prepare(compose(["decode=greedy", "logger=none"])))
 
 
 def overrides(tmp: Path) -> list[str]:

@@ -27,7 +27,7 @@ from aiayn.config.composition import compose
 from aiayn.config.resolve import prepare
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.decode.search import output_limits, search
-from aiayn.eval.trained import open_run
+from aiayn.inference.trained import open_run
 from aiayn.model.config import ModelConfig
 from aiayn.model.transformer import Transformer
 
@@ -44,8 +44,9 @@ TOLERANCE = 1e-4  # relative, float32: the brief's; measured ~3e-7 (HF logits) a
 
 @dataclass(frozen=True)
 class SmokeRun:
-    """A finished smoke run opened as the export opens it (aiayn.eval.trained.open_run: Table 2's averaged weights),
-    its dev set, our greedy outputs on it (max_len_b: the run's decode.max_len_b) and each output's length limit."""
+    """A finished smoke run opened as the export opens it (aiayn.inference.trained.open_run: Table 2's averaged
+    weights), its dev set, our greedy outputs on it (max_len_b: the run's decode.max_len_b) and each output's length
+    limit."""
 
     tmp: Path
     run_dir: Path

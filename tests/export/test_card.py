@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
+from aiayn.export import card
 from aiayn.export.card import model_card
 from aiayn.model.config import ModelConfig
 
@@ -29,3 +33,8 @@ def test_the_card_flags_an_evaluation_decoded_otherwise() -> None:
     assert "decoded with other settings than the run's (beam 5 against 4, length norm power against gnmt)" in card
     same = model_card(ModelConfig(), target="hf", probe_gap=1e-6, decode=decode, evaluation={**evaluation, **decode})
     assert "other settings than the run's" not in same
+
+
+def test_the_departures_the_card_cites_are_the_documents_sections():
+    doc = Path(__file__).resolve().parents[2] / "docs" / "departures.md"
+    assert tuple(re.findall(r"^### (\S+)", doc.read_text(encoding="utf-8"), flags=re.MULTILINE)) == card.DEPARTURES

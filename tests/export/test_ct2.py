@@ -7,12 +7,12 @@ import pytest
 import torch
 from tests.export.conftest import TOLERANCE, export_with_cli, random_batch, random_model
 
-from aiayn import runspec
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.export.ct2 import convert_ct2, ct2_log_probs, ct2_spec, our_log_probs
 from aiayn.export.targets import unmappable
 from aiayn.model.config import ModelConfig
 from aiayn.model.transformer import Transformer
+from aiayn.run import folders
 
 ctranslate2 = pytest.importorskip("ctranslate2")
 
@@ -61,7 +61,7 @@ def test_log_probabilities_equal_ours(smoke_run, ct2_dir):
 
 
 def test_the_folder_holds_the_tokenizer_and_a_model_card(smoke_run, ct2_dir):
-    tokenizer = Tokenizer(ct2_dir / runspec.TOKENIZER)
+    tokenizer = Tokenizer(ct2_dir / folders.TOKENIZER)
     assert tokenizer.sha256 == smoke_run.tokenizer.sha256
     card = (ct2_dir / "README.md").read_text()
     assert all(name in card for name in smoke_run.checkpoints) and "suppress_sequences" in card
@@ -129,5 +129,5 @@ def test_average_and_bpe_choose_the_weights_and_the_tokenizer(smoke_run, ct2_dir
     out = export_with_cli(smoke_run, "ct2-last", "--to", "ct2", "--average", "1", "--bpe", str(bpe))
     last = smoke_run.checkpoints[-1]
     assert f"the mean of 1 checkpoint(s): {last}." in (out / "README.md").read_text()
-    assert (out / runspec.TOKENIZER).read_bytes() == (bpe / runspec.TOKENIZER).read_bytes()
+    assert (out / folders.TOKENIZER).read_bytes() == (bpe / folders.TOKENIZER).read_bytes()
     assert (out / "model.bin").read_bytes() != (ct2_dir / "model.bin").read_bytes()  # not Table 2's average

@@ -14,7 +14,7 @@ from torch._dynamo.utils import counters
 
 from aiayn.model.config import ModelConfig
 from aiayn.model.transformer import Transformer
-from aiayn.train.loss import label_smoothed_nll_loss
+from aiayn.train.label_smoothing import label_smoothed_nll_loss
 
 SHAPES = [
     (16, 24, 25),

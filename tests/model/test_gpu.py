@@ -8,7 +8,7 @@ import torch
 from aiayn.model.attention import scaled_dot_product_attention
 from aiayn.model.cache import KVCache
 from aiayn.model.masks import causal_mask, src_mask
-from aiayn.train.loss import label_smoothed_nll_loss
+from aiayn.train.label_smoothing import label_smoothed_nll_loss
 
 pytestmark = [
     pytest.mark.gpu,

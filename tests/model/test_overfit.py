@@ -6,7 +6,7 @@ import torch
 
 from aiayn.model.config import ModelConfig
 from aiayn.model.transformer import Transformer
-from aiayn.train.loss import label_smoothed_nll_loss
+from aiayn.train.label_smoothing import label_smoothed_nll_loss
 from aiayn.train.schedule import inverse_sqrt_lr
 
 PAD, BOS, EOS, VOCAB = 0, 1, 2, 12

@@ -1,5 +1,5 @@
-"""`python -m aiayn.extension` end to end: the pilot's plan extends params.yaml once, `dvc repro` trains only the new
-seeds of the planned row and base, the table pairs them and calls its verdicts final, and a second extension is
+"""`python -m aiayn.verdicts.extension` end to end: the pilot's plan extends params.yaml once, `dvc repro` trains only
+the new seeds of the planned row and base, the table pairs them and calls its verdicts final, and a second extension is
 refused. A temporary DVC repo, smoke scale."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from aiayn.config.params import Params
-from aiayn.extension import main as extension_main
+from aiayn.verdicts.extension import main as extension_main
 
 pytestmark = pytest.mark.slow  # a repro of two rows, then an extension of both
 
@@ -39,7 +39,7 @@ def test_the_one_extension_runs_only_the_planned_seeds(tmp_path: Path, copy_proj
 
     seed1 = repo / "runs" / "D1" / "seed1"
     finished = {f: f.read_bytes() for f in [seed1 / "train.json", *seed1.rglob("*.ckpt")]}
-    out = helpers.run([sys.executable, "-m", "aiayn.extension"], repo).stdout
+    out = helpers.run([sys.executable, "-m", "aiayn.verdicts.extension"], repo).stdout
     assert "D1: BLEU difference, resolve the sign of Δ" in out and "3 planned, has 2; + seeds 3" in out
     assert '"shown"' in (repo / "results" / "design.json").read_text()  # the pilot's record
     ran = {line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage")}

@@ -14,7 +14,7 @@ import pytest
 import yaml
 from tests.test_floatpath import pinned
 
-from aiayn.fingerprint import CANNOT_CHANGE_RESULTS, module_file
+from aiayn.train.fingerprint import CANNOT_CHANGE_RESULTS, module_file
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -106,8 +106,9 @@ def test_repro_writes_table3_with_every_row_and_seed(repo: Path) -> None:
 
 
 def test_dvc_repro_trains_and_evaluates_on_the_pinned_float_path(repo: Path) -> None:
-    """trainer=cpu pins one thread and AVX2 kernels (aiayn.floatpath) in the seeds the parallel launcher forks, before
-    their first tensor operation: train.json and eval.json say so (on a CPU with AVX2), and no pin came too late."""
+    """trainer=cpu pins one thread and AVX2 kernels (aiayn.run.floatpath) in the seeds the parallel launcher forks,
+    before their first tensor operation: train.json and eval.json say so (on a CPU with AVX2), and no pin came too
+    late."""
     cpuinfo = Path("/proc/cpuinfo")
     if not (cpuinfo.exists() and "avx2" in cpuinfo.read_text()):
         pytest.skip("needs an x86-64 CPU with AVX2")
@@ -383,7 +384,7 @@ def test_exp_run_with_one_more_seed_trains_only_that_seed(repo: Path) -> None:
 
 
 # Read by stages but not declared, each for a reason: how a run is observed or scheduled, never what it computes.
-# The modules among them are aiayn.fingerprint's list of code that cannot change results, those that change no
+# The modules among them are aiayn.train.fingerprint's list of code that cannot change results, those that change no
 # output at all: one list, which also keeps them out of a run's code digest.
 UNDECLARED_OK = {
     "conf/logger/": "where wandb logs (logger=none turns it off); results do not depend on it",

@@ -12,14 +12,14 @@ import pytest
 import torch
 from tests.pipeline.test_look_inside import _translate
 
-from aiayn import runspec
 from aiayn.decode.beam import length_penalty
 from aiayn.decode.forced import score
 from aiayn.decode.search import pad_batch, search
 from aiayn.decode.step import stepper
 from aiayn.inference import load
 from aiayn.io import read_lines
-from aiayn.runspec import RunSpec
+from aiayn.run import folders
+from aiayn.run.folders import RunSpec
 
 
 def _run(workspace: Path, seed: int = 1) -> Path:
@@ -91,7 +91,7 @@ def test_scores_over_the_dev_set_give_the_evaluate_stages_perplexity(workspace) 
     total, tokens = sum(s.logprob for s in scores), sum(s.tokens for s in scores)
     ev = json.loads(
         (
-            RunSpec.for_row("base", 1, runs=workspace / "runs", evals=workspace / "evals").eval_dir / runspec.EVAL
+            RunSpec.for_row("base", 1, runs=workspace / "runs", evals=workspace / "evals").eval_dir / folders.EVAL
         ).read_text()
     )
     assert math.exp(-total / tokens) == pytest.approx(ev["dev"]["ppl"], rel=1e-5)

@@ -1,6 +1,6 @@
-"""Looking inside the smoke workspace's trained base run: `python -m aiayn.translate` gives the evaluate stage's
-hypotheses, keeps every line, refuses an unfinished run; the attention figures, from the attention_figures stage
-and `python -m aiayn.attention_figures`."""
+"""Looking inside the smoke workspace's trained base run: `python -m aiayn.inference.translate` gives the evaluate
+stage's hypotheses, keeps every line, refuses an unfinished run; the attention figures, from the attention_figures stage
+and `python -m aiayn.inference.attention`."""
 
 from __future__ import annotations
 
@@ -12,13 +12,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from aiayn import runspec
-from aiayn.attention_figures import FIGURE_DIR, figure_names, look, pick_sentences
-from aiayn.attention_figures import main as attention_main
-from aiayn.eval.trained import open_run
+from aiayn.inference.attention import FIGURE_DIR, figure_names, look, pick_sentences
+from aiayn.inference.attention import main as attention_main
+from aiayn.inference.trained import open_run
+from aiayn.inference.translate import main as translate_main
 from aiayn.io import read_lines
-from aiayn.runspec import RunSpec
-from aiayn.translate import main as translate_main
+from aiayn.run import folders
+from aiayn.run.folders import RunSpec
 
 
 def _run_dir(workspace: Path) -> Path:
@@ -30,7 +30,7 @@ def _eval_dir(workspace: Path) -> Path:
 
 
 def _translate(monkeypatch, capsys, lines: list[str], *args: str) -> tuple[int, list[str], str]:
-    """aiayn.translate's main on `lines` as stdin: its status, stdout lines and stderr."""
+    """aiayn.inference.translate's main on `lines` as stdin: its status, stdout lines and stderr."""
     capsys.readouterr()
     stdin = io.TextIOWrapper(io.BytesIO("".join(line + "\n" for line in lines).encode("utf-8")), encoding="utf-8")
     monkeypatch.setattr(sys, "stdin", stdin)
@@ -46,7 +46,7 @@ def test_translate_writes_the_hypotheses_the_evaluate_stage_wrote(workspace, mon
     sources = read_lines(workspace / "data" / "raw" / f"{split}.src")
     status, hyps, _ = _translate(monkeypatch, capsys, sources, str(_run_dir(workspace)), *average)
     assert status == 0
-    assert hyps == read_lines(_eval_dir(workspace) / runspec.hyps_file(split))
+    assert hyps == read_lines(_eval_dir(workspace) / folders.hyps_file(split))
 
 
 def test_translate_keeps_empty_and_over_long_lines_in_place(workspace, monkeypatch, capsys, caplog):
@@ -63,10 +63,10 @@ def test_translate_keeps_empty_and_over_long_lines_in_place(workspace, monkeypat
 def test_translate_refuses_an_unfinished_run_naming_what_it_lacks(workspace, monkeypatch, capsys, tmp_path):
     unfinished = tmp_path / "seed1"
     unfinished.mkdir()
-    shutil.copy(_run_dir(workspace) / runspec.CONFIG, unfinished / runspec.CONFIG)  # a run that just started
+    shutil.copy(_run_dir(workspace) / folders.CONFIG, unfinished / folders.CONFIG)  # a run that just started
     status, out, err = _translate(monkeypatch, capsys, ["a sentence"], str(unfinished))
     assert status == 2 and out == []
-    assert "not a finished run" in err and runspec.TRAIN_SUMMARY in err and f"{runspec.CHECKPOINTS}/*.ckpt" in err
+    assert "not a finished run" in err and folders.TRAIN_SUMMARY in err and f"{folders.CHECKPOINTS}/*.ckpt" in err
     status, _, err = _translate(monkeypatch, capsys, ["a sentence"], str(tmp_path / "nowhere"))
     assert status == 2 and "no such folder" in err
 

@@ -190,7 +190,7 @@ def test_the_evaluate_stage_starts_without_lightning() -> None:
 
     code = (
         "import sys, importlib.util as u; s = u.spec_from_file_location('e', 'pipeline/evaluate.py'); "
-        "m = u.module_from_spec(s); s.loader.exec_module(m); import aiayn.eval.stage; "
+        "m = u.module_from_spec(s); s.loader.exec_module(m); import aiayn.stages.evaluate; "
         "print(sorted(k for k in sys.modules if k.split('.')[0] in ('lightning', 'pytorch_lightning')))"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
@@ -243,7 +243,7 @@ def test_a_snapshot_cadence_change_is_another_run_of_a_row_that_averages(workspa
     """train.snapshot_every_steps decides which weights base averages for Table 2: with another cadence base is
     another run, trained in its own folder and averaged from its own snapshots. The folder's name follows from the
     variant alone, so C1, which averages nothing, gets a folder of that name too, beside its own."""
-    from aiayn.runspec import RunSpec
+    from aiayn.run.folders import RunSpec
 
     cadence = "train.snapshot_every_steps=3"
     cfg = compose(overrides(workspace, cadence))
@@ -264,11 +264,11 @@ def test_a_change_of_the_code_a_run_executes_retrains_it(workspace: Path, tmp_pa
     import logging
     import shutil
 
-    import aiayn.fingerprint
+    import aiayn.train.fingerprint
 
     shutil.copytree(workspace / "data", tmp_path / "data")
     shutil.copytree(workspace / "runs" / "base" / "seed1", tmp_path / "runs" / "base" / "seed1")
-    monkeypatch.setattr(aiayn.fingerprint, "code_digest", lambda entry, root=None: "an edited binary.py")
+    monkeypatch.setattr(aiayn.train.fingerprint, "code_digest", lambda entry, root=None: "an edited binary.py")
     with caplog.at_level(logging.WARNING, logger="aiayn.train.checkpointing"):
         summary = stage("train").run(prepare(compose(overrides(tmp_path))))
     assert "code_sha256: checkpoint" in caplog.text and "!= now 'an edited binary.py'" in caplog.text
@@ -283,7 +283,7 @@ def test_a_file_name_changed_in_runspec_moves_every_writer_and_reader(
     other's files, under the new names only."""
     import shutil
 
-    import aiayn.runspec
+    import aiayn.run.folders
 
     for name, value in (
         ("TRAIN_SUMMARY", "summary.json"),
@@ -291,7 +291,7 @@ def test_a_file_name_changed_in_runspec_moves_every_writer_and_reader(
         ("CURVE", "learning.csv"),
         ("CONFIG", "resolved.yaml"),
     ):
-        monkeypatch.setattr(aiayn.runspec, name, value)
+        monkeypatch.setattr(aiayn.run.folders, name, value)
     shutil.copytree(workspace / "data", tmp_path / "data")
     (tmp_path / "params.yaml").write_text("rows: [base]\nseeds: [1]\n")
     stage("train").run(prepare(compose(overrides(tmp_path))))
@@ -311,7 +311,7 @@ def test_patience_stops_a_run_where_the_dev_loss_stopped_falling(workspace: Path
     """train.patience (fairseq's --patience): the run stops at the first validation that ends `patience` in a row
     without a lower dev loss, read back here from its own curve; the stop's weights are saved (last.ckpt and a
     snapshot), the evaluation averages the last snapshots before it, and a rerun finds the run finished."""
-    from aiayn.runspec import RunSpec
+    from aiayn.run.folders import RunSpec
 
     # A learning rate far too high for the smoke model: the dev loss rises within a few validations.
     extra = ("train.patience=2", "train.val_every_steps=2", "train.lr_factor=30", "train.grad_clip=1")
@@ -344,7 +344,7 @@ def test_table2s_rows_get_the_ensemble_of_their_seeds(workspace: Path, tmp_path:
 
     from aiayn.inference import load
     from aiayn.io import read_lines
-    from aiayn.runspec import RunSpec
+    from aiayn.run.folders import RunSpec
 
     shutil.copytree(workspace / "evals", tmp_path / "evals")
     extra = (f"paths.evals={tmp_path}/evals", f"paths.results={tmp_path}/results")
@@ -420,7 +420,7 @@ def test_a_run_with_patience_resumed_midway_stops_where_it_would_have(workspace:
     """The patience counter is saved with the run (Lightning's EarlyStopping state in last.ckpt): a run cut short
     before its stop and resumed with the same settings stops at the same step with the same weights as one that ran
     through."""
-    from aiayn.runspec import RunSpec
+    from aiayn.run.folders import RunSpec
 
     extra = ("train.patience=2", "train.val_every_steps=2", "train.lr_factor=30", "train.grad_clip=1")
 

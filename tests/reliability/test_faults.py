@@ -12,7 +12,7 @@ import torch
 
 from aiayn.config.composition import compose
 from aiayn.config.resolve import prepare
-from aiayn.eval.trained import load_model
+from aiayn.inference.trained import load_model
 from aiayn.train.checkpointing import lock_run_dir
 from aiayn.train.module import TranslationModule
 
@@ -114,8 +114,8 @@ def test_a_code_change_retrains_instead_of_resuming(tmp_path) -> None:
     """dvc repro reruns train when its code changes; the kept checkpoints of the old code must not be resumed."""
     import torch
 
-    from aiayn.fingerprint import TRAIN_ENTRY, code_digest
     from aiayn.train.checkpointing import resume_checkpoint
+    from aiayn.train.fingerprint import TRAIN_ENTRY, code_digest
 
     assert code_digest(TRAIN_ENTRY) == code_digest(TRAIN_ENTRY)  # stable for unchanged code
     ckpt_dir = tmp_path / "checkpoints"

@@ -16,7 +16,7 @@ import torch
 
 from aiayn.config.composition import compose
 from aiayn.config.resolve import prepare
-from aiayn.eval.trained import load_model
+from aiayn.inference.trained import load_model
 from aiayn.train.checkpointing import AtomicCheckpointIO, lock_run_dir, resume_checkpoint
 
 
@@ -207,7 +207,7 @@ def test_a_newer_slurm_checkpoint_is_preferred_to_last(tmp_path) -> None:
 def test_a_time_cadence_writes_the_final_step_so_a_rerun_finds_the_run_finished(stage, overrides, tmp_path):
     """The paper's 10-minute cadence: a short run never reaches the interval, yet its final weights are written
     (last.ckpt and, for base, which averages, a snapshot), so evaluation reads them and a rerun skips."""
-    from aiayn.runspec import RunSpec
+    from aiayn.run.folders import RunSpec
 
     cfg = compose(overrides(tmp_path, "train.ckpt_every_steps=0", "train.ckpt_every_minutes=600"))
     spec = RunSpec.of(cfg)

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from aiayn import tracking
 from aiayn.config.composition import compose
 from aiayn.config.resolve import prepare
+from aiayn.run import tracking
 
 FAKE_KEY = "f4k3" * 10  # 40 characters, like a real wandb key
 
@@ -18,7 +18,7 @@ FAKE_KEY = "f4k3" * 10  # 40 characters, like a real wandb key
 def test_misconfigured_wandb_is_skipped_with_a_warning(tmp_path, monkeypatch, caplog):
     monkeypatch.delenv("WANDB_MODE", raising=False)
     cfg = prepare(compose(["scale=smoke", "logger.mode=bogus", f"logger.dir={tmp_path}"]))
-    with caplog.at_level(logging.WARNING, logger="aiayn.tracking"):
+    with caplog.at_level(logging.WARNING, logger="aiayn.run.tracking"):
         assert tracking.start_run(cfg, job_type="train") is None
     assert "wandb disabled for this run" in caplog.text
 
@@ -28,7 +28,7 @@ def test_unreachable_wandb_server_gives_up_within_init_timeout(tmp_path, monkeyp
     monkeypatch.setenv("WANDB_BASE_URL", "http://127.0.0.1:9")  # the discard port: connection refused
     monkeypatch.setenv("WANDB_API_KEY", FAKE_KEY)
     cfg = prepare(compose(["scale=smoke", "logger.init_timeout=3", f"logger.dir={tmp_path}"]))
-    with caplog.at_level(logging.WARNING, logger="aiayn.tracking"):
+    with caplog.at_level(logging.WARNING, logger="aiayn.run.tracking"):
         assert tracking.start_run(cfg, job_type="train") is None
     assert "wandb disabled for this run" in caplog.text and FAKE_KEY not in caplog.text
 
@@ -44,7 +44,7 @@ def test_wandb_crashing_mid_run_does_not_change_or_stop_training(
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_API_KEY", FAKE_KEY)  # also the fast tier's check that no file gets the key
     monkeypatch.setattr(wandb.sdk.wandb_run.Run, "log", crash)
-    with caplog.at_level(logging.WARNING, logger="aiayn.tracking"):
+    with caplog.at_level(logging.WARNING, logger="aiayn.run.tracking"):
         stage("train").run(prepare(compose(overrides(tmp_path, "logger=wandb", f"logger.dir={tmp_path}"))))
     run_dir = tmp_path / "runs" / "base" / "seed1"
     assert exact(run_dir) == exact(reference)  # the run's own files hold everything wandb missed

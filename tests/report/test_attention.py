@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from aiayn.attention_drawing import plot_attention_grid, plot_attention_lines
-from aiayn.attention_figures import MAX_WORDS, pick_sentences
+from aiayn.inference.attention import MAX_WORDS, pick_sentences
+from aiayn.inference.drawing import plot_attention_grid, plot_attention_lines
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

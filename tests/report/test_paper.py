@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from aiayn.report.paper import paper_bleu_and_cost, paper_table2, paper_table3
+from aiayn.paper import paper_bleu_and_cost, paper_table2, paper_table3
 
 ROWS = [
     "base",
@@ -65,7 +65,7 @@ def test_table3_fills_blanks_from_base_and_keeps_deltas():
 
 def test_a_row_without_its_own_dev_bleu_is_an_error_not_a_copy_of_base(monkeypatch):
     """A blank setting means "as base"; a blank result would make the row's Δ 0 ("no difference") if filled."""
-    import aiayn.report.paper as paper
+    import aiayn.paper as paper
 
     real = paper._load
 

@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from aiayn.curve import read_curve
 from aiayn.report.plots import plot_claims, plot_learning_curves
+from aiayn.run.curve import read_curve
 
 PNG = b"\x89PNG\r\n\x1a\n"
 ROWS = [

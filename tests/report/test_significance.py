@@ -11,7 +11,7 @@ import pytest
 from scipy import stats
 from statsmodels.stats.power import TTestPower
 
-from aiayn.report.significance import (
+from aiayn.verdicts.significance import (
     DIFFERENCE,
     EQUIVALENCE,
     OWN,

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from aiayn.report.stats import mean_ci, paired_test
+from aiayn.verdicts.stats import mean_ci, paired_test
 
 T_975_DF2 = 4.302652729911275  # Student t, 97.5th percentile, 2 degrees of freedom (tables)
 

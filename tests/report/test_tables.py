@@ -12,10 +12,10 @@ from scipy import stats
 from tests.report.conftest import write_run
 
 from aiayn.report.collect import collect_runs
-from aiayn.report.significance import DIFFERENCE, Design, seeds_needed, t_quantile
 from aiayn.report.summary import write_tables
 from aiayn.report.table2 import build_table2, table2_metrics, write_table2
 from aiayn.report.table3 import build_table3, table3_metrics, write_table3
+from aiayn.verdicts.significance import DIFFERENCE, Design, seeds_needed, t_quantile
 
 T3_REQUIRED = [
     "row",
@@ -306,7 +306,7 @@ def test_table3_shows_each_rows_runaways_and_how_its_dev_checkpoints_were_averag
 def test_the_plan_is_handed_over_typed_as_table3_decided_it(fabricated):
     """results/plan.json holds, for every row but base, the plan Table 3's columns show (seeds planned, each claim's
     test, difference of interest, margin, planning spread and verdict), read back into the same objects."""
-    from aiayn.report.decide import PlanRecord
+    from aiayn.verdicts.decide import PlanRecord
 
     out = fabricated["out"]
     summary = write_tables(fabricated["runs"], fabricated["rows"], fabricated["seeds"], fabricated["refs"], out)

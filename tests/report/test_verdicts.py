@@ -13,12 +13,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from aiayn.project import REPO
+from aiayn.paper import paper_table3
 from aiayn.report.collect import RunRecord
-from aiayn.report.decide import BASE
-from aiayn.report.paper import paper_table3
-from aiayn.report.significance import Design, Verdict, t_quantile
 from aiayn.report.table3 import build_table3
+from aiayn.run.checkout import REPO
+from aiayn.verdicts.decide import BASE
+from aiayn.verdicts.significance import Design, Verdict, t_quantile
 
 
 def _bench(name: str):
@@ -165,9 +165,9 @@ def test_identical_differences_give_no_verdict():
     assert rows["A1"]["delta_bleu_family_low"] is None and rows["A1"]["verdict"] == "unresolved"
 
 
-# The whole design, simulated (bench/design_sim.py): base and the paper's 19 rows, seed effects shared across
-# rows and base's runs in every row's differences, the pilot's table, the extension python -m aiayn.extension would make
-# from it, and the final table; BLEU and PPL claims, one family.
+# The whole design, simulated (src/aiayn/verdicts/simulation.py): base and the paper's 19 rows, seed effects shared
+# across rows and base's runs in every row's differences, the pilot's table, the extension python -m
+# aiayn.verdicts.extension would make from it, and the final table; BLEU and PPL claims, one family.
 
 STUDIES = 1000
 DESIGN = design_sim.NOW

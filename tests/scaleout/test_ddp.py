@@ -14,7 +14,7 @@ from aiayn.config.composition import compose
 from aiayn.config.resolve import prepare
 from aiayn.data.batching import TokenBatchSampler
 from aiayn.data.binary import EncodedSplit
-from aiayn.train.fit import batching
+from aiayn.stages.train import batching
 from aiayn.train.module import TranslationModule
 
 REPO = Path(__file__).resolve().parents[2]

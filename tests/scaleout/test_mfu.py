@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from aiayn.flops import peak_flops, training_flops
+from aiayn.cost.flops import peak_flops, training_flops
 from aiayn.model.config import ModelConfig
 from aiayn.train.mfu import MFUMonitor, batch_flops
 

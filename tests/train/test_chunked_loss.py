@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from aiayn.config.schema import TrainConfig
 from aiayn.model.config import ModelConfig
 from aiayn.train.chunked_loss import chunked_label_smoothed_nll_loss
-from aiayn.train.loss import label_smoothed_nll_loss, smoothed_nll_from_lprobs, smoothed_nll_grad
+from aiayn.train.label_smoothing import label_smoothed_nll_loss, smoothed_nll_from_lprobs, smoothed_nll_grad
 
 
 def _inputs(n=37, d=16, vocab=53, pad_id=0, seed=0, dtype=torch.float64):

@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from aiayn.train.loss import label_smoothed_nll_loss
+from aiayn.train.label_smoothing import label_smoothed_nll_loss
 
 PAD, V = 0, 11
 

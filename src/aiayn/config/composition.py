@@ -5,7 +5,7 @@ The variant's reference is the plain composition of the same data, scale, traine
 is applied (so a variant has the same name in every row); a job of `python pipeline/train.py
 -m train.lr_factor=0.5,2` differs from it in {"train.lr_factor": 0.5} and {"train.lr_factor": 2}. Which folders a
 variant runs in, and which of its settings a row's folder names (a checkpoint cadence only where the row averages
-checkpoints), is aiayn.runspec's. Settings marked `observed` in the schema (logging, compiling, ...) are never part
+checkpoints), is aiayn.run.folders's. Settings marked `observed` in the schema (logging, compiling, ...) are never part
 of a variant.
 """
 
@@ -29,8 +29,9 @@ from aiayn.config.schema import ROW_GROUPS, Config
 from aiayn.io import CHECKOUT
 from aiayn.marks import marked
 
-# The Hydra tree lives at the repository root (conf/), beside pipeline/; AIAYN_CONF points elsewhere.
-CONF_DIR = Path(os.environ.get("AIAYN_CONF", CHECKOUT / "conf"))
+# The Hydra tree lives at the repository root (conf/), beside pipeline/: the checkout's when the package is installed
+# from one (pip install -e), else the working folder's; AIAYN_CONF points elsewhere.
+CONF_DIR = Path(os.environ.get("AIAYN_CONF", CHECKOUT / "conf" if (CHECKOUT / "conf").is_dir() else Path("conf")))
 # What a run *is* rather than how it differs from its row: the pipeline's choices (which corpus, scale, hardware
 # and row: `row=A1`), where and how it logs and runs, and its seed. Overrides of these groups and their keys never
 # make a variant; a key of the row (`row.average_last=0`) does.
@@ -115,5 +116,10 @@ def compose(overrides: Sequence[str] = (), config_dir: Path | str | None = None)
     """Compose conf/config.yaml with Hydra overrides, as a pipeline script would (for tests and notebooks); a bad
     row file is refused first, naming its file and key."""
     config_dir = Path(config_dir or CONF_DIR)
+    if not (config_dir / "config.yaml").is_file():
+        raise FileNotFoundError(
+            f"{config_dir}/config.yaml not found: the project's Hydra tree (conf/); run from the project's checkout, "
+            "or set AIAYN_CONF to its conf/ folder"
+        )
     check_row_overrides(overrides, config_dir)
     return with_variant(_compose(overrides, config_dir), overrides, config_dir)

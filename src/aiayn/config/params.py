@@ -1,6 +1,6 @@
 """The DVC pipeline's params.yaml, read through one structured config (schema.ParamsConfig): the rows, seeds and
 each row's extra seeds that the stages run or tabulate, and the overrides of conf/ for every row; edited (comments
-kept) by `python -m aiayn.extension` and kept in step with the schemas by `--sync`."""
+kept) by `python -m aiayn.verdicts.extension` and kept in step with the schemas by `--sync`."""
 
 from __future__ import annotations
 
@@ -147,19 +147,6 @@ def sync_overrides(path: str | Path) -> list[str]:
     if changed:
         _write(rt, data, path)
     return changed
-
-
-def write_seed_lists(params_file: str | Path, out_dir: str | Path) -> dict[str, list[int]]:
-    """One `{row}.yaml` holding `seeds: [...]` per row of the params file: what train@{row} and evaluate@{row} run
-    (seeds_from) and track, so a row's stages rerun only when its own seeds change."""
-    per_row = Params.read(params_file).seeds_per_row()
-    for row, seeds in per_row.items():
-        atomic_write_text(
-            Path(out_dir) / f"{row}.yaml",
-            f"# {row}'s seeds: seeds + {EXTRA_SEEDS}.{row} of {Path(params_file).name} "
-            f"(written by pipeline/seeds.py)\nseeds: [{', '.join(map(str, seeds))}]\n",
-        )
-    return per_row
 
 
 def _hydra_value(value: Any) -> str:

@@ -89,7 +89,7 @@ def check_groups(cfg: DictConfig) -> None:
 def prepare(cfg: DictConfig) -> Config:
     """The run's final config, typed: the row applied, interpolations resolved, every value checked (each alone by
     its mark, together by the schemas' `__post_init__`); a value that cannot run is a ConfigError naming the key and
-    the row. Its folders: aiayn.runspec.RunSpec.of(cfg)."""
+    the row. Its folders: aiayn.run.folders.RunSpec.of(cfg)."""
     tree = OmegaConf.to_container(cfg, resolve=False)
     assert isinstance(tree, dict)
     refuse_credentials(tree)  # before the schema's dataclasses drop a key they lack (`+logger.api_key=...`)

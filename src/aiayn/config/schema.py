@@ -73,7 +73,7 @@ BATCH_BUDGETS = ("target", "padded", "real")
 DECODE_STRATEGIES = ("beam", "greedy")
 LENGTH_NORMS = ("gnmt", "power")  # aiayn.decode.beam.length_penalty
 VERDICT_COLUMNS = ("bleu", "ppl")  # Table 3's result columns (dev BLEU, dev PPL), each a claim per row
-PLANNING_POOLS = ("median", "pooled")  # how Table 3's plan pools the rows' spreads (aiayn.report.significance)
+PLANNING_POOLS = ("median", "pooled")  # how Table 3's plan pools the rows' spreads (aiayn.verdicts.significance)
 
 
 @dataclass
@@ -139,7 +139,7 @@ class TrainConfig(Sealable):
     batch_tokens: int = relative(25_000)  # per optimizer step, source and target each (section 5.1), all devices
     # together
     # most tokens per micro-batch on one device; accumulation = ceil(batch_tokens / (max_tokens * devices)), then
-    # micro-batches of batch_tokens / (devices * accumulation) (aiayn.train.fit.batching)
+    # micro-batches of batch_tokens / (devices * accumulation) (aiayn.stages.train.batching)
     max_tokens: int = mark(4096, at_least=1)
     # 0 = off; K: sentence lengths rounded up to a multiple of K for batching and padding, so batches take few
     # distinct shapes (compiled and CUDA graphs reused; aiayn.data.batching). The same model and loss on other
@@ -213,7 +213,7 @@ class TrainerConfig(Sealable):
     deterministic: bool = True
     enable_progress_bar: bool = True
     peak_flops: Optional[float] = None  # per device, for train/mfu; null: looked up from the device name
-    # A CPU run's float path (aiayn.floatpath): intra-op threads (null: torch's default, or the parallel launcher's
+    # A CPU run's float path (aiayn.run.floatpath): intra-op threads (null: torch's default, or the parallel launcher's
     # share of the cores) and the x86-64 kernels of PyTorch and MKL (null: the machine's widest). conf/trainer/cpu.yaml
     # pins 1 thread and avx2, so that the default's numbers are the same on every Intel x86-64 machine with AVX2.
     threads: Optional[int] = mark(None, at_least=1)
@@ -250,7 +250,7 @@ class LoggerConfig(Sealable):
     project: str = "aiayn"
     entity: Optional[str] = None
     # auto (online when logged in, else offline) | online | offline | disabled; not a choice: a misconfigured wandb
-    # is skipped with a warning, never stops a run (aiayn.tracking)
+    # is skipped with a warning, never stops a run (aiayn.run.tracking)
     mode: str = "auto"
     dir: str = "."  # wandb writes <dir>/wandb/
     tags: List[str] = field(default_factory=list)
@@ -321,7 +321,7 @@ class ScaleConfig(Sealable):
 
 @dataclass
 class PathsConfig(Sealable):
-    """The roots; a run's own folders under them are aiayn.runspec's (runs/{row}/{variant}/seed{seed}, ...)."""
+    """The roots; a run's own folders under them are aiayn.run.folders's (runs/{row}/{variant}/seed{seed}, ...)."""
 
     raw: str = "data/raw"
     bpe: str = "data/bpe"
@@ -334,7 +334,7 @@ class PathsConfig(Sealable):
 @dataclass
 class DesignConfig(Sealable):
     """How Table 3 decides, declared before the runs: params.yaml's `design` keys, the one list of them
-    (aiayn.report.significance.Design takes them with the run's setting and checks them; docs/verdicts.md)."""
+    (aiayn.verdicts.significance.Design takes them with the run's setting and checks them; docs/verdicts.md)."""
 
     alpha: float = 0.05  # the family-wise error rate of Table 3's verdicts together
     power: float = 0.8  # of each row's decision at its planned seeds
@@ -376,7 +376,9 @@ class ParamsConfig(Sealable):
     design: DesignPatch = field(default_factory=DesignPatch)  # type: ignore[valid-type]
     rows: List[str] = field(default_factory=list)  # conf/row/ names, in table order
     seeds: List[int] = field(default_factory=list)  # every row's
-    extra_seeds: Dict[str, List[int]] = field(default_factory=dict)  # row -> seeds besides `seeds` (aiayn.extension)
+    extra_seeds: Dict[str, List[int]] = field(
+        default_factory=dict
+    )  # row -> seeds besides `seeds` (aiayn.verdicts.extension)
 
 
 @dataclass

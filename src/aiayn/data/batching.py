@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from aiayn import runspec
 from aiayn.config.schema import BATCH_BUDGETS, BATCH_ORDERS
+from aiayn.run import folders
 
 if TYPE_CHECKING:
     from aiayn.data.binary import EncodedSplit
@@ -219,7 +219,7 @@ def eval_batches(bpe_dir: str | Path, name: str, tokenizer, max_tokens: int) -> 
     from aiayn.data.binary import EncodedSplit
 
     split = EncodedSplit(Path(bpe_dir) / name)
-    split.check_tokenizer(Path(bpe_dir) / runspec.TOKENIZER)
+    split.check_tokenizer(Path(bpe_dir) / folders.TOKENIZER)
     collate = Collater(split, tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id)
     for ids in TokenBatchSampler(split.src_lens, split.tgt_lens + 1, max_tokens, shuffle=False):
         yield collate(ids)

@@ -7,11 +7,11 @@ from pathlib import Path
 import lightning as L
 from torch.utils.data import DataLoader
 
-from aiayn import runspec
 from aiayn.config.schema import BATCH_BUDGETS, BATCH_ORDERS
 from aiayn.data.batching import Collater, TokenBatchSampler
 from aiayn.data.binary import EncodedSplit
 from aiayn.data.tokenizer import Tokenizer
+from aiayn.run import folders
 
 
 class TranslationDataModule(L.LightningDataModule):
@@ -50,7 +50,7 @@ class TranslationDataModule(L.LightningDataModule):
 
     @property
     def tokenizer_path(self) -> Path:
-        return self.bpe_dir / runspec.TOKENIZER
+        return self.bpe_dir / folders.TOKENIZER
 
     def setup(self, stage: str | None = None) -> None:
         if self.tokenizer is None:

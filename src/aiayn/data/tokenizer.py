@@ -12,7 +12,7 @@ import numpy as np
 import sentencepiece as spm
 from sentencepiece import sentencepiece_model_pb2
 
-from aiayn import runspec
+from aiayn.run import folders
 
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
 
@@ -44,7 +44,7 @@ def train_tokenizer(
         inputs = _sample_lines(files, sample_size, seed, tmp_dir / "sample.txt") if sample_size else files
         spm.SentencePieceTrainer.train(
             input=[str(f) for f in inputs],
-            model_prefix=str(tmp_dir / runspec.TOKENIZER_PREFIX),
+            model_prefix=str(tmp_dir / folders.TOKENIZER_PREFIX),
             vocab_size=vocab_size,
             model_type=model_type,
             character_coverage=character_coverage,
@@ -57,13 +57,13 @@ def train_tokenizer(
         )
         # The model records its training paths; temp or output names would make equal models differ byte-wise.
         proto = sentencepiece_model_pb2.ModelProto()  # type: ignore[attr-defined]  # generated protobuf
-        proto.ParseFromString((tmp_dir / runspec.TOKENIZER).read_bytes())
+        proto.ParseFromString((tmp_dir / folders.TOKENIZER).read_bytes())
         proto.trainer_spec.ClearField("model_prefix")
         del proto.trainer_spec.input[:]
         proto.trainer_spec.input.extend(f.name for f in files)
-        (tmp_dir / runspec.TOKENIZER).write_bytes(proto.SerializeToString(deterministic=True))
+        (tmp_dir / folders.TOKENIZER).write_bytes(proto.SerializeToString(deterministic=True))
         for ext in ("model", "vocab"):
-            os.replace(tmp_dir / f"{runspec.TOKENIZER_PREFIX}.{ext}", f"{model_prefix}.{ext}")
+            os.replace(tmp_dir / f"{folders.TOKENIZER_PREFIX}.{ext}", f"{model_prefix}.{ext}")
     except RuntimeError as e:
         if "Vocabulary size" in str(e):
             raise ValueError(

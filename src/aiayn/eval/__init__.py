@@ -1,4 +1,1 @@
-"""Evaluation: checkpoint averaging, BLEU variants and their bootstrap statistics, perplexity (section 6).
-
-Import the modules themselves (aiayn.eval.bleu, ...): importing the package loads none of them.
-"""
+"""Scoring translations: BLEU in its variants, bootstrap intervals, perplexity, runaway hypotheses (section 6)."""

@@ -2,36 +2,54 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from aiayn import runspec
 from aiayn.config.schema import DecodeConfig
-from aiayn.io import CHECKOUT
 from aiayn.model.config import ModelConfig
+from aiayn.run import folders
 
 if TYPE_CHECKING:
     from aiayn.config.schema import Config
 
-DEPARTURES = CHECKOUT / "docs" / "departures.md"
+# The sections of docs/departures.md, in its order: shipped with the package, which reads nothing from a checkout
+# (tests/export/test_card.py checks them against the document).
+DEPARTURES = (
+    "synthetic-corpus",
+    "sentencepiece-bpe",
+    "token-budget",
+    "corpus-cleaning",
+    "sgm-entities",
+    "corpus-cleaning-counts",
+    "wmt14-en-fr-size",
+    "wmt14-dev-archive",
+    "initialisation",
+    "learned-positions",
+    "parameter-counts",
+    "loss-normalisation",
+    "label-smoothing-variant",
+    "small-scales",
+    "m30k-tiny",
+    "decode-special-tokens",
+    "decode-length-penalty",
+    "decode-max-length",
+    "decode-early-stop",
+    "eval-paper-bleu-tokenizer",
+    "table3-dev-sacrebleu",
+    "dev-averaging",
+    "attention-biases",
+    "decode-tuning",
+)
 
 PAPER = DecodeConfig()  # section 6.1's decoding: what a run's config gives when it names none
 
 
-def departures() -> list[str]:
-    """The section names of docs/departures.md (where the source tree has it), in its order."""
-    if not DEPARTURES.is_file():
-        return []
-    return re.findall(r"^### (\S+)", DEPARTURES.read_text(encoding="utf-8"), flags=re.MULTILINE)
-
-
 def find_evaluation(run_cfg: Config) -> Path | None:
     """The evaluate stage's eval.json of the run `run_cfg` (its config.yaml) describes, where it exists
-    (aiayn.runspec.RunSpec.eval_dir, relative paths from the working folder)."""
+    (aiayn.run.folders.RunSpec.eval_dir, relative paths from the working folder)."""
     try:
-        path = runspec.RunSpec.of(run_cfg).eval_dir / runspec.EVAL
+        path = folders.RunSpec.of(run_cfg).eval_dir / folders.EVAL
     except (AttributeError, KeyError, TypeError, ValueError):
         return None
     return path if path.is_file() else None
@@ -122,8 +140,7 @@ def model_card(
         "",
         "## What is exact, what differs",
         "",
-        "The model departs from the paper as the project's `docs/departures.md` lists"
-        + (f" ({', '.join(departures())})." if departures() else "."),
+        "The model departs from the paper as the project's `docs/departures.md` lists" + f" ({', '.join(DEPARTURES)}).",
         "",
     ]
     if target == "hf":
@@ -193,7 +210,7 @@ def model_card(
             "```python",
             "import ctranslate2, sentencepiece",
             "",
-            f'sp = sentencepiece.SentencePieceProcessor(model_file="THIS_FOLDER/{runspec.TOKENIZER}")',
+            f'sp = sentencepiece.SentencePieceProcessor(model_file="THIS_FOLDER/{folders.TOKENIZER}")',
             'translator = ctranslate2.Translator("THIS_FOLDER")',
             'pieces = sp.encode(["A sentence."], out_type=str)',
             f"result = translator.translate_batch(pieces, beam_size={beam}, "

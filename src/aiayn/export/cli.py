@@ -13,11 +13,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from aiayn import export, runspec
+from aiayn import export
 from aiayn.export.card import find_evaluation
 from aiayn.export.ct2 import export_ct2
 from aiayn.export.hf import export_hf
 from aiayn.export.targets import TARGETS, check_exportable, require
+from aiayn.run import folders
 
 
 def export_run(
@@ -30,7 +31,7 @@ def export_run(
     quantization: str | None = None,
     force: bool = False,
 ) -> float:
-    """Export the finished run in `run_dir` (aiayn.eval.trained.open_run: its averaged weights and tokenizer) to
+    """Export the finished run in `run_dir` (aiayn.inference.trained.open_run: its averaged weights and tokenizer) to
     `out` as `target` ("hf" or "ct2"); returns the export's probe gap. `out` must not exist unless `force`, which
     replaces it; nothing is written to `out` unless the export checked out."""
     require(target)
@@ -39,12 +40,12 @@ def export_run(
     out = Path(out)
     if out.exists() and not force and (not out.is_dir() or any(out.iterdir())):
         raise FileExistsError(f"{out} exists; give another folder, or --force to replace it")
-    from aiayn.eval.trained import finished_run, open_run
+    from aiayn.inference.trained import finished_run, open_run
 
     check_exportable(finished_run(run_dir).model, target)
     opened = open_run(run_dir, average=average, bpe_dir=bpe_dir)
     model = opened.model.cpu().float().eval()
-    spm_model = Path(opened.cfg.paths.bpe if bpe_dir is None else bpe_dir) / runspec.TOKENIZER
+    spm_model = Path(opened.cfg.paths.bpe if bpe_dir is None else bpe_dir) / folders.TOKENIZER
     evaluation_path = find_evaluation(opened.cfg)
     card: dict[str, Any] = dict(
         run=str(run_dir),

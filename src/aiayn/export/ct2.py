@@ -8,9 +8,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from aiayn import runspec
 from aiayn.export.card import model_card
 from aiayn.export.targets import TOLERANCE, Special, check_exportable, probe_batch, require
+from aiayn.run import folders
 
 if TYPE_CHECKING:
     import numpy as np
@@ -178,7 +178,7 @@ def export_ct2(
             shutil.copytree(exact, out)
         else:
             convert_ct2(ct2_spec(model, pieces), out, quantization)
-    shutil.copyfile(spm_model, out / runspec.TOKENIZER)
+    shutil.copyfile(spm_model, out / folders.TOKENIZER)
     card_text = model_card(model.cfg, target="ct2", probe_gap=gap, quantization=quantization, **card)
     (out / "README.md").write_text(card_text, encoding="utf-8")
     return gap

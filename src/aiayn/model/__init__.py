@@ -1,3 +1,1 @@
-"""The Transformer of Vaswani et al. 2017 in plain PyTorch: config (no torch), attention, layers, embeddings, masks,
-cache, transformer. Import from the modules themselves: the config layer imports `aiayn.model.config` without
-importing torch."""
+"""The Transformer of section 3 in plain PyTorch: its config (no torch), attention, layers, embeddings, masks, cache."""

@@ -1,4 +1,4 @@
-"""Read the evaluate stage's folders, where aiayn.runspec puts them: eval.json, the hypotheses, and the copy of the
+"""Read the evaluate stage's folders, where aiayn.run.folders puts them: eval.json, the hypotheses, and the copy of the
 run's config.yaml, train.json and curve.csv the stage keeps beside them (the aggregate stage reads no run folder)."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import yaml
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from aiayn import runspec
-from aiayn.runspec import RunSpec
+from aiayn.run import folders
+from aiayn.run.folders import RunSpec
 
 # eval.json's sections and the numbers the tables read in each; each must be a number (or absent / null) for the
 # run to count. dev: Table 3's protocol (the last checkpoint, or the average of row.dev_average_last); test: the
@@ -50,7 +50,7 @@ class RunRecord:
 
     def hyps_file(self, split: str) -> Path | None:
         """The hypotheses of `split` when this run wrote them."""
-        path = self.path / runspec.hyps_file(split)
+        path = self.path / folders.hyps_file(split)
         return path if self.ok and path.is_file() else None
 
 
@@ -111,7 +111,7 @@ def read_run(spec: RunSpec) -> RunRecord:
     from them do not depend on where the checkout lives.
     """
     path = spec.eval_dir
-    eval_file = path / runspec.EVAL
+    eval_file = path / folders.EVAL
 
     def failed(reason: str) -> RunRecord:
         return RunRecord(spec.row, spec.seed, path, ok=False, reason=reason)
@@ -119,10 +119,10 @@ def read_run(spec: RunSpec) -> RunRecord:
     if not eval_file.is_file():
         return failed(f"{spec.shown(eval_file)} is absent (not trained or not evaluated)")
     try:
-        config = _read_yaml(path / runspec.CONFIG) if (path / runspec.CONFIG).is_file() else {}
+        config = _read_yaml(path / folders.CONFIG) if (path / folders.CONFIG).is_file() else {}
         record = RunRecord(spec.row, spec.seed, path, ok=True, config=config, eval=read_eval(eval_file))
-        if (path / runspec.TRAIN_SUMMARY).is_file():
-            record.train = _read_json(path / runspec.TRAIN_SUMMARY, TRAIN_NUMBERS)
+        if (path / folders.TRAIN_SUMMARY).is_file():
+            record.train = _read_json(path / folders.TRAIN_SUMMARY, TRAIN_NUMBERS)
     except ValueError as err:
         return failed(str(err).replace(str(path), spec.shown(path)))
     return record

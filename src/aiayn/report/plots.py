@@ -11,8 +11,8 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from aiayn.curve import read_curve
 from aiayn.io import save_png
+from aiayn.run.curve import read_curve
 
 
 def _points(rows: Sequence[Mapping[str, Any]], key: str) -> tuple[np.ndarray, np.ndarray]:

@@ -7,17 +7,17 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from aiayn import runspec
-from aiayn.curve import read_curve
 from aiayn.io import atomic_write_json, atomic_write_text, read_lines
+from aiayn.paper import paper_table3
 from aiayn.report.collect import RunRecord, Seeds, collect_runs, row_settings, seeds_by_row
-from aiayn.report.decide import PlanRecord
-from aiayn.report.paper import paper_table3
 from aiayn.report.plots import plot_claims, plot_learning_curves
-from aiayn.report.significance import Design
 from aiayn.report.sweep import build_sweep, collect_points, write_sweep
 from aiayn.report.table2 import P100_SUSTAINED_FLOPS, build_table2, write_table2
 from aiayn.report.table3 import build_table3, write_table3
+from aiayn.run import folders
+from aiayn.run.curve import read_curve
+from aiayn.verdicts.decide import PlanRecord
+from aiayn.verdicts.significance import Design
 
 
 def _distinct(records: Sequence[RunRecord], value: Callable[[RunRecord], Any], sep: str = ", ") -> str | None:
@@ -61,7 +61,7 @@ def sentence_lengths(refs: Mapping[str, Path]) -> tuple[float, float]:
     split = "test" if refs.get("test") else "valid"
     tgt_file = refs.get(split)
     tgt = mean_words(tgt_file)
-    src = mean_words(Path(tgt_file).with_name(runspec.raw_file(split, "src"))) if tgt_file else None
+    src = mean_words(Path(tgt_file).with_name(folders.raw_file(split, "src"))) if tgt_file else None
     tgt = tgt or 1.0  # no reference text at all: count the matmuls at length 1 rather than fail
     return (src or tgt, tgt)
 
@@ -95,7 +95,7 @@ def write_tables(
     refs maps a split ("valid", "test") to its reference file. Missing or failed runs are reported, never fatal.
     Evaluations are read from `evals_dir` (default: `runs_dir`). Tables 2 and 3 are of one `variant` (the rows
     themselves by default); the sweep table has every evaluated variant of the rows. `design` is how Table 3 decides its
-    verdicts; `design_changed`, how it differs from its study's record (aiayn.report.record), is said in the legend.
+    verdicts; `design_changed`, how it differs from its study's record (aiayn.verdicts.record), is said in the legend.
     """
     rows, out_dir = list(rows), Path(out_dir)
     seeds = seeds_by_row(rows, seeds)
@@ -105,7 +105,8 @@ def write_tables(
     context = dict(
         scale=_distinct(ok, lambda r: _nested(r.config, "scale", "name")),
         data=_distinct(ok, _data_name),
-        # train.json's (aiayn.floatpath.described): runs on other float paths are not expected to agree digit for digit
+        # train.json's (aiayn.run.floatpath.described): runs on other float paths are not expected to agree digit for
+        # digit
         float_path=_distinct(ok, lambda r: r.train.get("float_path"), "; "),
         dev_signature=signatures(ok, "dev"),
         test_signature=signatures(ok, "test"),
@@ -116,14 +117,14 @@ def write_tables(
     )
     table3 = build_table3(records, design)
     table2 = build_table2(records, lengths, sustained_flops_per_device)
-    curves = {(r.row, r.seed): r.path / runspec.CURVE for r in records if (r.path / runspec.CURVE).is_file()}
+    curves = {(r.row, r.seed): r.path / folders.CURVE for r in records if (r.path / folders.CURVE).is_file()}
     sweep, swept = build_sweep(collect_points(Path(evals_dir or runs_dir), rows))
     outputs = [
         *write_table3(table3, out_dir, context, design),
         *write_table2(table2, out_dir, context),
         *write_sweep(sweep, swept, out_dir),
         write_curves(curves, out_dir / "curves.csv"),
-        atomic_write_json(out_dir / runspec.PLAN, PlanRecord.of(table3).to_json()),
+        atomic_write_json(out_dir / folders.PLAN, PlanRecord.of(table3).to_json()),
         plot_claims(table3, out_dir / "claims.png"),
         plot_learning_curves(curves, out_dir / "learning_curves.png", paper_perplexities(records, context)),
     ]

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aiayn import runspec
 from aiayn.io import atomic_write_text
 from aiayn.report.collect import read_eval
 from aiayn.report.formats import (
@@ -26,7 +25,8 @@ from aiayn.report.formats import (
     markdown_table,
     shown,
 )
-from aiayn.report.stats import exp_or_none, mean_ci, paired_test, score_columns
+from aiayn.run import folders
+from aiayn.verdicts.stats import exp_or_none, mean_ci, paired_test, score_columns
 
 ROW_ITSELF = "(row)"  # the variant column of a row's own runs
 
@@ -46,7 +46,7 @@ def collect_points(evals_dir: Path, rows: Iterable[str]) -> list[Point]:
     """Every evaluated variant of the given rows; a seed whose eval.json is unreadable is left out."""
     points = []
     for row in rows:
-        for folder, evaluated in runspec.evaluated(evals_dir, row).items():
+        for folder, evaluated in folders.evaluated(evals_dir, row).items():
             point = Point(row, folder)
             for seed, path in sorted(evaluated.items()):
                 try:

@@ -7,10 +7,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from aiayn import runspec
-from aiayn.flops import training_flops
+from aiayn.cost.flops import training_flops
 from aiayn.io import atomic_write_text
 from aiayn.model.config import recorded
+from aiayn.paper import paper_bleu_and_cost, paper_table2, published
 from aiayn.report.collect import RunRecord, row_settings
 from aiayn.report.formats import (
     DASH,
@@ -25,8 +25,8 @@ from aiayn.report.formats import (
     sci,
     shown,
 )
-from aiayn.report.paper import paper_bleu_and_cost, paper_table2, published
-from aiayn.report.stats import mean_ci
+from aiayn.run import folders
+from aiayn.verdicts.stats import mean_ci
 
 # The paper's estimate of a P100's sustained single-precision rate (section 6.1, footnote 5): 9.5 TFLOPS.
 P100_SUSTAINED_FLOPS = 9.5e12
@@ -92,7 +92,7 @@ def device_hours_cell(row: Mapping[str, Any]) -> str:
 
 
 def counted_flops(rec: RunRecord, lengths: tuple[float, float]) -> float | None:
-    """aiayn.flops over the tokens this run saw; None when the run did not record what it needs."""
+    """aiayn.cost.flops over the tokens this run saw; None when the run did not record what it needs."""
     model, seen, vocab = rec.config.get("model"), rec.train.get("tokens_seen") or {}, rec.train.get("vocab_size")
     if not model or vocab is None or seen.get("src") is None or seen.get("tgt") is None:
         return None
@@ -182,9 +182,9 @@ def build_table2(
 
 
 def _ensemble(ours: Mapping[str, Any], recs: Sequence[RunRecord]) -> list[dict[str, Any]]:
-    """The row's seeds as one ensemble (aiayn.eval.ensemble's evals/{row}/ensemble/eval.json), when it decoded
+    """The row's seeds as one ensemble (aiayn.stages.ensemble's evals/{row}/ensemble/eval.json), when it decoded
     exactly the seeds tabulated here; [] otherwise."""
-    path = recs[0].path.parent / runspec.ENSEMBLE / runspec.EVAL
+    path = recs[0].path.parent / folders.ENSEMBLE / folders.EVAL
     try:
         ensemble = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -265,11 +265,11 @@ def write_table2(rows: Sequence[dict[str, Any]], out_dir: Path, context: Mapping
         "paper: wall time × device count × a sustained rate per device, here "
         f"{context.get('sustained_flops_per_device', P100_SUSTAINED_FLOPS):.2g} FLOP/s (the paper's P100 "
         "estimate, whatever device actually ran). FLOPs (counted) is 3 × forward matmul FLOPs per token × tokens "
-        f"seen (aiayn.flops), with attention at average sentence lengths {context.get('lengths', DASH)}. "
+        f"seen (aiayn.cost.flops), with attention at average sentence lengths {context.get('lengths', DASH)}. "
         "device-hours (measured) is one training run's wall time × the devices it held (mean over seeds), with "
-        'what ran it; `python -m aiayn.plan` predicts it before a run. A row\'s "ensemble of N seeds" line is '
+        'what ran it; `python -m aiayn.cost.plan` predicts it before a run. A row\'s "ensemble of N seeds" line is '
         "its seeds decoding together, each with its Table 2 weights, log-probabilities averaged at every step of "
-        "one beam search (aiayn.eval.ensemble): one system, so no interval. "
+        "one beam search (aiayn.stages.ensemble): one system, so no interval. "
         "At a reduced scale the absolute numbers are not comparable with the paper's.\n\n"
         f"sacreBLEU signature of test BLEU (sacre): {context.get('test_signature') or DASH}.\n"
         + _published_legend(rows)

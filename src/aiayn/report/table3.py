@@ -1,5 +1,5 @@
 """Table 3 (model variations, dev set): our rows over seeds beside the paper's, with differences from base and the
-verdict each difference supports (aiayn.report.significance; docs/verdicts.md)."""
+verdict each difference supports (aiayn.verdicts.significance; docs/verdicts.md)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from aiayn.io import atomic_write_text
+from aiayn.paper import paper_table3
 from aiayn.report.collect import RunRecord, row_settings
-from aiayn.report.decide import BASE, BLEU, PPL, Measure, claim_count, decide
 from aiayn.report.formats import (
     DASH,
     Column,
@@ -27,9 +27,9 @@ from aiayn.report.formats import (
     shown,
     signed,
 )
-from aiayn.report.paper import paper_table3
-from aiayn.report.significance import SEEDS_UP_TO, Design
-from aiayn.report.stats import exp_or_none, mean_ci, score_columns
+from aiayn.verdicts.decide import BASE, BLEU, PPL, Measure, claim_count, decide
+from aiayn.verdicts.significance import SEEDS_UP_TO, Design
+from aiayn.verdicts.stats import exp_or_none, mean_ci, score_columns
 
 __all__ = ["BASE", "build_table3", "table3_metrics", "write_table3"]
 
@@ -310,7 +310,7 @@ def legend(context: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], design
         "The design's one extension was made: every verdict is its final test."
         if design.extended
         else "Pilot stage: a verdict marked (interim) belongs to a row the plan gives more seeds "
-        "(`python -m aiayn.extension`); it is not the design's test. The other verdicts are final."
+        "(`python -m aiayn.verdicts.extension`); it is not the design's test. The other verdicts are final."
     )
     columns = " and ".join({"bleu": "dev BLEU", "ppl": "dev PPL"}[c] for c in design.columns)
     return (
@@ -354,13 +354,13 @@ def legend(context: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], design
 
 
 def _changed(changed: Sequence[str]) -> str:
-    """The legend's warning when the table's design is not its study's recorded one (aiayn.report.record)."""
+    """The legend's warning when the table's design is not its study's recorded one (aiayn.verdicts.record)."""
     if not changed:
         return ""
     return (
         "\n**Not the study's design.** This table was made with a design or pilot other than the one recorded with "
         "the study's first table (results/design.json): " + "; ".join(changed) + ". Its verdicts are not the "
-        "design's test, and `python -m aiayn.extension` will not extend it.\n"
+        "design's test, and `python -m aiayn.verdicts.extension` will not extend it.\n"
     )
 
 

@@ -16,9 +16,9 @@ import lightning as L
 import numpy as np
 import torch
 
-from aiayn import curve
 from aiayn.io import atomic_write_text
 from aiayn.progress import clock, eta
+from aiayn.run import curve
 
 log = logging.getLogger(__name__)
 

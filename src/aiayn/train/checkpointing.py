@@ -4,13 +4,13 @@
   writes the full `last.ckpt` a run resumes from every `train.ckpt_every_steps` steps (or `ckpt_every_minutes`, the
   paper's 10 minutes) and weights-only snapshots `step-*.ckpt` for averaging (Table 2: base 5, big 20), keeping the
   last `train.keep_last`; a checkpoint due at a validation step is written after that validation, so a run resumed
-  from it does not skip it. Every checkpoint carries the run's fingerprint (aiayn.fingerprint);
-  aiayn.train.checkpoint_reader reads them back.
+  from it does not skip it. Every checkpoint carries the run's fingerprint (aiayn.train.fingerprint);
+  aiayn.checkpoint.reader reads them back.
 - `AtomicCheckpointIO` writes each file beside its name, synced, then renames it; reads with weights_only=True.
 - `resume_checkpoint` picks the checkpoint of this run's fingerprint to resume from and moves any other aside.
 - `lock_run_dir`: one run in a folder at a time.
 
-Which snapshots an evaluation averages is aiayn.eval.averaging's (the evaluate stage imports no Lightning).
+Which snapshots an evaluation averages is aiayn.checkpoint.averaging's (the evaluate stage imports no Lightning).
 """
 
 from __future__ import annotations
@@ -29,12 +29,12 @@ import torch
 from lightning.pytorch.callbacks import Checkpoint
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
-from aiayn import runspec, tracking
+from aiayn.checkpoint.reader import stored_fingerprint, stored_step
 from aiayn.config.schema import TrainConfig
 from aiayn.io import atomic_path
-from aiayn.runspec import CHECKPOINTS, FINGERPRINT, LAST_CHECKPOINT, LOCK, STALE
+from aiayn.run import folders, tracking
+from aiayn.run.folders import CHECKPOINTS, FINGERPRINT, LAST_CHECKPOINT, LOCK, STALE
 from aiayn.train.callbacks import ends_update
-from aiayn.train.checkpoint_reader import stored_fingerprint, stored_step
 
 log = logging.getLogger(__name__)
 
@@ -108,9 +108,9 @@ class Checkpointer(Checkpoint):
             self._last_time = time.monotonic()
         if SNAPSHOT in due:
             trainer.save_checkpoint(
-                self.dir / f"{runspec.SNAPSHOT.format(step=trainer.global_step)}.ckpt", weights_only=True
+                self.dir / f"{folders.SNAPSHOT.format(step=trainer.global_step)}.ckpt", weights_only=True
             )
-            for old in sorted(self.dir.glob(runspec.SNAPSHOT_GLOB))[: -self.keep]:  # zero-padded: sorted by step
+            for old in sorted(self.dir.glob(folders.SNAPSHOT_GLOB))[: -self.keep]:  # zero-padded: sorted by step
                 trainer.strategy.remove_checkpoint(old)
 
     def on_save_checkpoint(self, trainer, pl_module, checkpoint: dict[str, Any]) -> None:

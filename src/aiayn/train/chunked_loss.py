@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from aiayn.train.loss import smoothed_nll_from_lprobs, smoothed_nll_grad
+from aiayn.train.label_smoothing import smoothed_nll_from_lprobs, smoothed_nll_grad
 
 
 class _ChunkedLoss(torch.autograd.Function):

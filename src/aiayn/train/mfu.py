@@ -1,4 +1,4 @@
-"""Model FLOPs utilisation (MFU): counted model FLOPs per second (aiayn.flops) over the device's peak rate.
+"""Model FLOPs utilisation (MFU): counted model FLOPs per second (aiayn.cost.flops) over the device's peak rate.
 
 Counted FLOPs are the model's matmuls for the real (non-pad) tokens of each micro-batch, 3 x forward for training;
 the peak is the device's dense rate at the run's precision, from `trainer.peak_flops` or a small datasheet table.
@@ -14,7 +14,7 @@ from typing import Any
 import lightning as L
 import torch
 
-from aiayn.flops import peak_flops, training_flops
+from aiayn.cost.flops import peak_flops, training_flops
 from aiayn.model.config import ModelConfig
 from aiayn.train.callbacks import ends_update
 

@@ -1,5 +1,5 @@
 """A training step's parts in plain PyTorch, shared by the Lightning module (aiayn.train.module) and
-bench/gpu_check.py, which times steps on a GPU machine without Lightning: the loss of a batch and the optimizer
+gpu/gpu_check.py, which times steps on a GPU machine without Lightning: the loss of a batch and the optimizer
 with the paper's schedule (section 5.3)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from torch import Tensor
 from aiayn.config.schema import TrainConfig
 from aiayn.model.transformer import Transformer
 from aiayn.train.chunked_loss import chunked_label_smoothed_nll_loss
-from aiayn.train.loss import label_smoothed_nll_loss
+from aiayn.train.label_smoothing import label_smoothed_nll_loss
 from aiayn.train.schedule import inverse_sqrt_lr
 
 ModelLoss = Callable[[Tensor, Tensor, Tensor, float], tuple[Tensor, Tensor]]

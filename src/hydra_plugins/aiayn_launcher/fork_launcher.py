@@ -6,7 +6,7 @@ in a fork of the launching process, which has imported them once: the pipeline s
 at the top, before any thread pool exists. The workers are the standard library's ProcessPoolExecutor with the
 "fork" start method (with more jobs than workers a worker runs several in turn, as joblib's do), each with
 `cpu_count // n_jobs` intra-op threads (at least 1), as joblib gives its workers, unless the stage pins its own
-(`trainer.threads`: the cpu trainer's 1, aiayn.floatpath).
+(`trainer.threads`: the cpu trainer's 1, aiayn.run.floatpath).
 
     python pipeline/train.py -m seed=1,2,3 hydra/launcher=parallel     # conf/hydra/launcher/parallel.yaml
 

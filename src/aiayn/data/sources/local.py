@@ -8,8 +8,8 @@ from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 
-from aiayn import runspec
 from aiayn.data.clean import CleanOptions, clean_parallel, iter_parallel, normalize_text, write_json
+from aiayn.run import folders
 
 SUFFIXES = ("", ".sgm", ".gz")
 
@@ -110,8 +110,8 @@ def prepare_local(
     }
     stats["valid"] = clean_parallel(
         iter_parallel(*files["valid"]),
-        out_dir / runspec.raw_file("valid", "src"),
-        out_dir / runspec.raw_file("valid", "tgt"),
+        out_dir / folders.raw_file("valid", "src"),
+        out_dir / folders.raw_file("valid", "tgt"),
         clean,
         train=False,
     ) | {"files": [p.name for p in files["valid"]]}
@@ -131,8 +131,8 @@ def prepare_local(
         test_pairs, test_name = iter_parallel(*files["test"]), f"{test_prefix} ({files['test'][0].name})"
     train = clean_parallel(
         train_pairs,
-        out_dir / runspec.raw_file("train", "src"),
-        out_dir / runspec.raw_file("train", "tgt"),
+        out_dir / folders.raw_file("train", "src"),
+        out_dir / folders.raw_file("train", "tgt"),
         clean,
         train=True,
         max_pairs=max_train_pairs,
@@ -141,11 +141,11 @@ def prepare_local(
     stats["train"] = train | removed | {"files": [p.name for p in files["train"]]}
     stats["test"] = clean_parallel(
         test_pairs,
-        out_dir / runspec.raw_file("test", "src"),
-        out_dir / runspec.raw_file("test", "tgt"),
+        out_dir / folders.raw_file("test", "src"),
+        out_dir / folders.raw_file("test", "tgt"),
         clean,
         train=False,
     )
     stats["test_set"] = test_name
-    write_json(out_dir / runspec.DATA_STATS, stats)
+    write_json(out_dir / folders.DATA_STATS, stats)
     return stats

@@ -7,11 +7,11 @@ import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from aiayn import runspec
 from aiayn.data.clean import CleanOptions, CorpusError, clean_parallel, iter_parallel
 from aiayn.data.download import RetryPolicy
 from aiayn.data.sources.catalog import MULTI30K, MULTI30K_TOK, TextPairSpec, TextSplit
 from aiayn.data.sources.remote import Fetcher, TestSetError, open_source, write_stats
+from aiayn.run import folders
 
 # data.form: which published files (the raw captions: MULTI30K, or the literature's lowercased, tokenised ones:
 # MULTI30K_TOK)
@@ -58,8 +58,8 @@ def _split(
     pairs = _checked(iter_parallel(src_path, tgt_path), split, src_path, CorpusError if train else TestSetError)
     stats = clean_parallel(
         pairs,
-        out_dir / runspec.raw_file(name, "src"),
-        out_dir / runspec.raw_file(name, "tgt"),
+        out_dir / folders.raw_file(name, "src"),
+        out_dir / folders.raw_file(name, "tgt"),
         clean,
         train=train,
         max_pairs=max_pairs,

@@ -8,11 +8,11 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from aiayn import runspec
 from aiayn.data.archive import extract
 from aiayn.data.clean import CleanOptions, write_json
 from aiayn.data.download import RetryPolicy, fetch
 from aiayn.data.sources.catalog import PairSpec, TextPairSpec
+from aiayn.run import folders
 
 
 class TestSetError(ValueError):
@@ -100,5 +100,5 @@ def write_stats(
         **splits,
         "archives": dict(fetcher.used),
     }
-    write_json(Path(out_dir) / runspec.DATA_STATS, stats)
+    write_json(Path(out_dir) / folders.DATA_STATS, stats)
     return stats

@@ -6,12 +6,12 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from aiayn import runspec
 from aiayn.data.clean import CleanOptions, clean_parallel, iter_parallel
 from aiayn.data.download import RetryPolicy
 from aiayn.data.sgm import read_sgm_pair
 from aiayn.data.sources.catalog import EvalSet, PairSpec, wmt14_spec
 from aiayn.data.sources.remote import Fetcher, TestSetError, open_source, write_stats
+from aiayn.run import folders
 
 
 def _eval_split(
@@ -29,8 +29,8 @@ def _eval_split(
         )
     stats = clean_parallel(
         zip(src, ref),
-        out_dir / runspec.raw_file(split, "src"),
-        out_dir / runspec.raw_file(split, "tgt"),
+        out_dir / folders.raw_file(split, "src"),
+        out_dir / folders.raw_file(split, "tgt"),
         clean,
         train=False,
     )
@@ -79,8 +79,8 @@ def prepare_wmt14(
     read: dict[str, int] = {}
     train = clean_parallel(
         _train_pairs(fetcher, spec, src_lang, tgt_lang, read),
-        out_dir / runspec.raw_file("train", "src"),
-        out_dir / runspec.raw_file("train", "tgt"),
+        out_dir / folders.raw_file("train", "src"),
+        out_dir / folders.raw_file("train", "tgt"),
         clean,
         train=True,
         max_pairs=max_train_pairs,

@@ -1,0 +1,1 @@
+"""Run infrastructure: where a run's files live, its learning curve, its float path, its wandb run, a fresh checkout."""

@@ -1,0 +1,1 @@
+"""Training: the Lightning module, label smoothing, the schedule, callbacks, checkpoint writing, a run's fingerprint."""
