@@ -8,6 +8,7 @@ Prints sentences per second at batch sizes 1 and 64 and the cache speedup; ends 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
@@ -142,7 +143,8 @@ def syncs_per_step(
     model: nn.Module, batch: list[list[int]], args: argparse.Namespace, amp, compact_every: int
 ) -> float | None:
     """Host-device synchronisations per decoding step of one batch, as CUDA's sync debug mode reports them."""
-    from gpu_check import count_host_syncs  # bench/, beside this script
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "gpu"))  # the GPU recipes' helpers
+    from gpu_check import count_host_syncs
 
     src = pad_batch(batch, PAD, args.device)
     steps = int((src != PAD).sum(dim=1).max()) + args.extra + 1  # FixedLength: the longest output, EOS included

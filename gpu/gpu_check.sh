@@ -17,7 +17,7 @@
 # --budget S (default 420): the parts share S seconds. A part starts only with at least 30 s left and gets at most
 # what is left (after 10 s kept for the summary), so the call ends inside S + a few seconds whatever hangs. On a
 # lease of 15 minutes of which starting the machine takes one or two, a 7-minute call leaves room for a second.
-# Resumable: each part's log is kept in bench/out/gpu_check/ (ignored by git; it stays on the machine while it is
+# Resumable: each part's log is kept in gpu/out/gpu_check/ (ignored by git; it stays on the machine while it is
 # warm) and a part whose kept log holds its RESULT line, made by the same code, is not run again. So the same
 # command again finishes what a budget or a failure left undone, and only that. --fresh drops the kept logs.
 #
@@ -61,7 +61,7 @@ print(torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'cpu', tor
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
 
 BIG=big BASE=base STEPS=160 WARMUP=20 DECODE="--shape base --vocab 37000 --device cuda"
-KEEP="${GPU_CHECK_KEEP:-bench/out/gpu_check}"; TABLE=src/aiayn/cost/devices.yaml
+KEEP="${GPU_CHECK_KEEP:-gpu/out/gpu_check}"; TABLE=src/aiayn/cost/devices.yaml
 if [[ $DRY == 1 ]]; then  # the same flow on CPU: tiny shapes, a few steps, a copy of the table
   BIG=tiny BASE=tiny STEPS=2 WARMUP=1 DECODE="--shape small --vocab 1000 --sentences 16" MIN_START=0
   KEEP="${GPU_CHECK_KEEP:-${OUT:-/tmp}/gpu_check_dry}"
@@ -72,7 +72,7 @@ if [[ $DRY == 1 ]]; then
   TABLE="$KEEP/devices.yaml"; [[ -f "$TABLE" ]] || cp src/aiayn/cost/devices.yaml "$TABLE"
 fi
 # Kept logs count only when made by this code: the sources the parts run, hashed.
-CODE=$(cat $(find bench src/aiayn -name '*.py' | LC_ALL=C sort) | sha1sum | cut -c1-12)
+CODE=$(cat $(find gpu bench src/aiayn -name '*.py' | LC_ALL=C sort) | sha1sum | cut -c1-12)
 
 result() {  # the value of "RESULT <name> <value>" in a log, or nothing
   { grep -E "^RESULT $2 " "$1" 2>/dev/null || true; } | tail -1 | awk '{print $3}'

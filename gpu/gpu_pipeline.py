@@ -296,7 +296,7 @@ def run(args: argparse.Namespace) -> int:
         GIT_PYTHON_REFRESH="quiet",
         DVC_NO_ANALYTICS="1",
     )
-    log_path = (out or REPO / "bench/out") / "gpu_pipeline.log"
+    log_path = (out or REPO / "gpu/out") / "gpu_pipeline.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     print(f"log: {log_path}", flush=True)
     with log_path.open("w") as log:

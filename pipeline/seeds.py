@@ -1,7 +1,7 @@
 """DVC stage `seeds`: seeds/{row}.yaml for every row of params.yaml, its `seeds` then its `extra_seeds`.
 
 train@{row} and evaluate@{row} depend on their row's file and run its seeds (seeds_from=seeds/{row}.yaml), so when
-`python -m aiayn.verdicts.extension` gives a row more seeds, DVC reruns that row's stages and base's, not every row's.
+`aiayn-extend` gives a row more seeds, DVC reruns that row's stages and base's, not every row's.
 DVC fails on a params key that is absent (`extra_seeds.A1` before any seed is added), hence a file per row rather than a
 per-row params key. No Hydra config: params.yaml is all it reads. By hand: python pipeline/seeds.py
 """

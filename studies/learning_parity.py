@@ -41,7 +41,7 @@ learning rate never leaves its warmup, so nothing is compared after learning).
     python studies/learning_parity.py --quick --mirror DIR    # offline: DIR holds multi30k-{train,val,...}.gz
     python studies/learning_parity.py --steps 10000 --device cuda   # to convergence on a GPU
 
-Finished runs are kept in the work folder (`--workdir`, default bench/.parity/<mode>-<steps>) and reused, so a
+Finished runs are kept in the work folder (`--workdir`, default studies/.parity/<mode>-<steps>) and reused, so a
 killed or extended bench (more seeds, more systems) only trains what is missing. Prints each system's mean ± 95%
 interval and per-seed values, then every pipeline − reference difference with its Welch 95% interval (dev PPL as a
 ratio, from log PPL) per update and per real target token (each run's dev PPL after the fewest real target tokens
@@ -730,7 +730,7 @@ def main() -> None:
     parser.add_argument(
         "--data", type=Path, help="instead of data=multi30k: a local folder of plain train.{en,de}, val.{en,de}"
     )
-    parser.add_argument("--workdir", type=Path, help="default bench/.parity/<learn|quick|full>-<steps>")
+    parser.add_argument("--workdir", type=Path, help="default studies/.parity/<learn|quick|full>-<steps>")
     parser.add_argument("--report-only", action="store_true", help="tabulate the finished runs, train nothing")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument(
@@ -761,7 +761,7 @@ def main() -> None:
     name = f"{mode}-{setting['steps']}" + "".join(
         f"-{k}{v}" for k, v in overridden.items() if k != "steps" and v is not None and v != SETTINGS[mode][k]
     )
-    workdir = (args.workdir or REPO / "bench" / ".parity" / name).resolve()
+    workdir = (args.workdir or REPO / "studies" / ".parity" / name).resolve()
     check_workdir(workdir, setting)
     # Small models leave a GPU mostly idle: three runs share it well.
     jobs = args.jobs or (3 if args.device == "cuda" else max(1, min(len(os.sched_getaffinity(0)), 4)))

@@ -1,5 +1,7 @@
-"""Each fact has one home, checked on the source: no two units of aiayn import each other (imports inside functions
-count), one module loads checkpoints, and run folders and data files are named and found in aiayn.run.folders alone."""
+"""The package's architecture, checked on the source: its layers (a unit imports only units of layers below its own;
+imports inside functions count), a root of folders with few loose modules, each folder saying what lives there, the
+layout map in docs/usage.md drawn from those lines; and each fact's one home: one module loads checkpoints, and run
+folders and data files are named and found in aiayn.run.folders alone."""
 
 from __future__ import annotations
 
@@ -54,8 +56,90 @@ def cycles(edges: dict[str, set[str]]) -> list[tuple[str, str]]:
     return [(a, b) for a, b in itertools.combinations(sorted(edges), 2) if b in reached[a] and a in reached[b]]
 
 
+# The units of aiayn from the bottom up: a unit may import the units of lower layers only (never one of its own layer
+# or above). Leaves are the root modules.
+LAYERS = (
+    ("io", "progress", "marks", "paper"),
+    ("model", "eval"),
+    ("config",),
+    ("run",),
+    ("data", "cost"),
+    ("checkpoint",),
+    ("train", "decode"),
+    ("inference", "verdicts"),
+    ("report", "export"),
+    ("stages",),
+)
+LAYER = {unit: i for i, units in enumerate(LAYERS) for unit in units}
+ROOT_MODULES_AT_MOST = 4  # besides __init__.py
+
+
+def layer_violations(edges: dict[str, set[str]]) -> list[str]:
+    return sorted(
+        f"{a} (layer {LAYER[a]}) imports {b} (layer {LAYER[b]})"
+        for a, bs in edges.items()
+        for b in bs
+        if LAYER[b] >= LAYER[a]
+    )
+
+
+def test_every_unit_has_a_layer():
+    units = {p.stem for p in PACKAGE.iterdir() if p.suffix == ".py" and p.stem != "__init__"}
+    units |= {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").is_file()}
+    assert units == set(LAYER)
+
+
+def test_each_unit_imports_only_the_layers_below_it():
+    assert layer_violations(unit_imports()) == []
+
+
+def test_an_import_upwards_is_found():
+    assert layer_violations({"model": {"train"}, "train": {"model"}}) == ["model (layer 1) imports train (layer 6)"]
+
+
 def test_no_two_units_import_each_other():
     assert cycles(unit_imports()) == []
+
+
+def test_the_root_holds_folders_and_few_modules():
+    modules = sorted(p.name for p in PACKAGE.glob("*.py") if p.name != "__init__.py")
+    assert len(modules) <= ROOT_MODULES_AT_MOST, modules
+    loose = [
+        p.name
+        for p in PACKAGE.rglob("*")
+        if p.is_dir() and p.name != "__pycache__" and not (p / "__init__.py").is_file()
+    ]
+    assert loose == [], f"folders without an __init__.py saying what lives there: {loose}"
+
+
+def _folder_lines() -> list[str]:
+    folders = sorted(p for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").is_file())
+    return [
+        f"  {d.name + '/':<14} {ast.get_docstring(ast.parse((d / '__init__.py').read_text())).splitlines()[0]}"
+        for d in folders
+    ]
+
+
+def test_each_folder_says_in_one_line_what_lives_there():
+    for line in _folder_lines():
+        assert line.split(maxsplit=1)[1].strip().endswith("."), line
+
+
+def test_the_layout_map_is_the_tree():
+    usage = (PACKAGE.parents[1] / "docs" / "usage.md").read_text(encoding="utf-8")
+    block = usage.split("## Layout", 1)[1].split("```", 2)[1]
+    mapped = [line for line in block.splitlines() if line.startswith("  ") and line.split()[0].endswith("/")]
+    assert mapped == _folder_lines(), "docs/usage.md's layout map: its folder lines should read\n" + "\n".join(
+        _folder_lines()
+    )
+    modules = {p.name for p in PACKAGE.glob("*.py") if p.name != "__init__.py"}
+    assert modules == {
+        line.split()[0] for line in block.splitlines() if line.startswith("  ") and line.split()[0].endswith(".py")
+    }
+    top = {p.name for p in PACKAGE.parents[1].iterdir() if p.is_dir() and not p.name.startswith(".")}
+    named = {line.split("/")[0] for line in block.splitlines() if line and not line.startswith(" ")}
+    assert {"conf", "pipeline", "src", "tests", "bench", "studies", "gpu", "docs"} <= named
+    assert not {"bench", "studies", "gpu"} - top
 
 
 def test_a_cycle_is_found_through_an_import_inside_a_function(tmp_path: Path):
@@ -98,7 +182,7 @@ SHARED_NAME = re.compile(
 
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_shared_file_names_and_run_folders_live_in_runspec(path: Path):
-    if path.name == "run/folders.py":
+    if path.relative_to(PACKAGE).as_posix() == "run/folders.py":
         return
     named = [s for s in _strings(path) if SHARED_NAME.search(s)]
     assert not named, f"{path.relative_to(PACKAGE)} spells {named}: take the name from aiayn.run.folders"

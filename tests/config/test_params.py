@@ -1,5 +1,5 @@
 """params.yaml's lists as the stages read them: seeds for train/evaluate (seeds_from), rows and seeds for aggregate,
-each row's extra seeds, and the edit `python -m aiayn.verdicts.extension` makes."""
+each row's extra seeds, and the edit `aiayn-extend` makes."""
 
 from __future__ import annotations
 

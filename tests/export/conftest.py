@@ -1,5 +1,5 @@
-"""A real smoke run for the export tests, trained once per session (tests/pipeline/smoke.py's stages: fetch, bpe,
-train, evaluate, as DVC runs them, in a temporary folder), our greedy outputs on its dev set, and its exports.
+"""A real smoke run for the export tests, trained once per session (tests/integration/pipeline/smoke.py's stages: fetch,
+bpe, train, evaluate, as DVC runs them, in a temporary folder), our greedy outputs on its dev set, and its exports.
 
 The smoke scale's 12 updates at its peak learning rate teach a model one token ("enenen..." on every line, or an
 empty line once it has learned EOS): the greedy outputs would all be alike and say nothing about an export. These
@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import torch
 from omegaconf import DictConfig
-from tests.pipeline.smoke import overrides, stage
+from tests.integration.pipeline.smoke import overrides, stage
 
 from aiayn.config.composition import compose
 from aiayn.config.resolve import prepare
@@ -103,7 +103,7 @@ def smoke_run(tmp_path_factory) -> SmokeRun:
 
 
 def export_with_cli(smoke_run: SmokeRun, name: str, *args: str) -> Path:
-    """`python -m aiayn.export RUN_DIR OUT *args` (its main()) into the run's temporary folder; OUT."""
+    """`aiayn-export RUN_DIR OUT *args` (its main()) into the run's temporary folder; OUT."""
     from aiayn.export.cli import main
 
     out = smoke_run.tmp / "exported" / name

@@ -1,4 +1,4 @@
-"""python -m aiayn.export without its optional packages: a cheap import, and a clear error naming the missing
+"""aiayn-export without its optional packages: a cheap import, and a clear error naming the missing
 package and the extra that installs it."""
 
 from __future__ import annotations

@@ -45,7 +45,7 @@ def test_varying_batch_shapes_compile_a_bounded_number_of_graphs_and_match_eager
     eager = Transformer(ModelConfig(n_layers=1, d_model=32, d_ff=64, n_heads=2, d_k=16, d_v=16, dropout=0.0), 100, 0)
     compiled = Transformer(ModelConfig(n_layers=1, d_model=32, d_ff=64, n_heads=2, d_k=16, d_v=16, dropout=0.0), 100, 0)
     compiled.load_state_dict(eager.state_dict())
-    compiled.compile(backend="eager")  # as fit.py does for train.compile, without code generation
+    compiled.compile(backend="eager")  # as stages/train.py does for train.compile, without code generation
     gen = torch.Generator().manual_seed(0)
     graphs = []
     for shape in SHAPES:

@@ -40,7 +40,7 @@ def refuse_secret_overrides(argv: list[str]) -> None:
 
 def expand_seeds_from(argv: list[str]) -> list[str]:
     """`seeds_from=FILE` stands for a multirun over FILE's `seeds` list: `--multirun seed=1,2,3`; with one `row=X`
-    on the command line, FILE's `extra_seeds.X` follow (what `python -m aiayn.verdicts.extension` added for that row).
+    on the command line, FILE's `extra_seeds.X` follow (what `aiayn-extend` added for that row).
 
     DVC cannot put a list into a stage's command, so dvc.yaml passes `seeds_from=seeds/{row}.yaml` (the seeds stage
     writes one per row from params.yaml) and the seeds keep one home. Each seed is then a job of the Hydra launcher

@@ -32,6 +32,7 @@ from aiayn.marks import marked
 # The Hydra tree lives at the repository root (conf/), beside pipeline/: the checkout's when the package is installed
 # from one (pip install -e), else the working folder's; AIAYN_CONF points elsewhere.
 CONF_DIR = Path(os.environ.get("AIAYN_CONF", CHECKOUT / "conf" if (CHECKOUT / "conf").is_dir() else Path("conf")))
+ROOT_CONFIG = "config"  # conf/config.yaml, the primary config
 # What a run *is* rather than how it differs from its row: the pipeline's choices (which corpus, scale, hardware
 # and row: `row=A1`), where and how it logs and runs, and its seed. Overrides of these groups and their keys never
 # make a variant; a key of the row (`row.average_last=0`) does.
@@ -98,9 +99,9 @@ def _compose(overrides: Sequence[str], config_dir: Path) -> DictConfig:
     """One composition: inside a running `@hydra.main` job with that app's config tree, else with `config_dir`."""
     register_configs()
     if HydraConfig.initialized() and GlobalHydra.instance().is_initialized():
-        return hydra_compose(config_name="config", overrides=list(overrides))
+        return hydra_compose(config_name=ROOT_CONFIG, overrides=list(overrides))
     with initialize_config_dir(config_dir=str(config_dir), version_base="1.3"):
-        return hydra_compose(config_name="config", overrides=list(overrides))
+        return hydra_compose(config_name=ROOT_CONFIG, overrides=list(overrides))
 
 
 def with_variant(cfg: DictConfig, overrides: Sequence[str], config_dir: Path | str | None = None) -> DictConfig:
@@ -116,10 +117,10 @@ def compose(overrides: Sequence[str] = (), config_dir: Path | str | None = None)
     """Compose conf/config.yaml with Hydra overrides, as a pipeline script would (for tests and notebooks); a bad
     row file is refused first, naming its file and key."""
     config_dir = Path(config_dir or CONF_DIR)
-    if not (config_dir / "config.yaml").is_file():
+    if not (config_dir / f"{ROOT_CONFIG}.yaml").is_file():
         raise FileNotFoundError(
-            f"{config_dir}/config.yaml not found: the project's Hydra tree (conf/); run from the project's checkout, "
-            "or set AIAYN_CONF to its conf/ folder"
+            f"{config_dir} holds no {ROOT_CONFIG}.yaml: it is not the project's Hydra tree (conf/); run from the "
+            "project's checkout, or set AIAYN_CONF to its conf/ folder"
         )
     check_row_overrides(overrides, config_dir)
     return with_variant(_compose(overrides, config_dir), overrides, config_dir)

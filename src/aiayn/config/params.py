@@ -1,6 +1,6 @@
 """The DVC pipeline's params.yaml, read through one structured config (schema.ParamsConfig): the rows, seeds and
 each row's extra seeds that the stages run or tabulate, and the overrides of conf/ for every row; edited (comments
-kept) by `python -m aiayn.verdicts.extension` and kept in step with the schemas by `--sync`."""
+kept) by `aiayn-extend` and kept in step with the schemas by `--sync`."""
 
 from __future__ import annotations
 

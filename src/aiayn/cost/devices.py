@@ -1,4 +1,4 @@
-"""The measured-speed table behind `python -m aiayn.cost.plan` (src/aiayn/cost/devices.yaml, a data file that
+"""The measured-speed table behind `aiayn-plan` (src/aiayn/cost/devices.yaml, a data file that
 gpu/gpu_check.sh writes; AIAYN_DEVICES points elsewhere), read and updated.
 
 `record` needs only the standard library (and aiayn.io, which needs no more), so gpu/gpu_check.sh can update the

@@ -1,8 +1,8 @@
 """What a configured pipeline will cost before anything is launched: counted FLOPs and device-hours per row.
 
-    python -m aiayn.cost.plan                                  # params.yaml as dvc repro would run it
-    python -m aiayn.cost.plan -S scale=paper -S data=wmt14_en_de --device H200
-    python -m aiayn.cost.plan -S scale=paper -S 'rows=[base,big]' -S train.max_steps=50000 --device A100
+    aiayn-plan                                  # params.yaml as dvc repro would run it
+    aiayn-plan -S scale=paper -S data=wmt14_en_de --device H200
+    aiayn-plan -S scale=paper -S 'rows=[base,big]' -S train.max_steps=50000 --device A100
 
 For every row and its seeds: training FLOPs (aiayn.cost.flops: 3 x forward, at the scale's steps and batch, attention at
 the corpus's average sentence lengths) and decoding FLOPs (beam search over dev, and test for Table 2 rows), then
@@ -262,7 +262,7 @@ def parallel_jobs() -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m aiayn.cost.plan", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="aiayn-plan", description=__doc__.splitlines()[0])
     parser.add_argument("--params", default="params.yaml", help="the DVC params file (default: params.yaml)")
     parser.add_argument(
         "-S",

@@ -1,6 +1,6 @@
 """List the configured rows (conf/row/) with what each changes and its parameter count, beside the paper's.
 
-    python -m aiayn.cost.rows --scale paper --vocab 37000 [--format json] [overrides ...]
+    aiayn-rows --scale paper --vocab 37000 [--format json] [overrides ...]
 
 The absolute counts depend on the vocabulary (the paper's exact one is unknown); each row's difference from base
 is what should match the paper's (Table 3 params column); see docs/departures.md#parameter-counts.
@@ -121,7 +121,7 @@ def format_table(records: list[dict[str, Any]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m aiayn.cost.rows", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="aiayn-rows", description=__doc__.splitlines()[0])
     parser.add_argument("--scale", default="paper", help="conf/scale/ name (default: paper)")
     parser.add_argument("--vocab", type=int, default=37000, help="vocabulary size (default: 37000, EN-DE)")
     parser.add_argument("--format", choices=("table", "json"), default="table")

@@ -2,11 +2,11 @@
 
 Each computes the run's own function, not an approximation of it.
 
-    python -m aiayn.export runs/base/seed1 exported/base-hf --to hf
-    python -m aiayn.export runs/base/seed1 exported/base-ct2 --to ct2 --quantization int8
-    python -m aiayn.export runs/base/seed1 exported/base-hf --to hf --average 1 --bpe data/bpe --force
+    aiayn-export runs/base/seed1 exported/base-hf --to hf
+    aiayn-export runs/base/seed1 exported/base-ct2 --to ct2 --quantization int8
+    aiayn-export runs/base/seed1 exported/base-hf --to hf --average 1 --bpe data/bpe --force
 
-The weights are those `python -m aiayn.inference.translate` decodes with: the mean of the run's last `row.average_last`
+The weights are those `aiayn-translate` decodes with: the mean of the run's last `row.average_last`
 checkpoints (Table 2's), or of the last K with --average K. Each export checks itself before it is written: the
 exported model's teacher-forced outputs on a probe batch must equal ours (float32), or nothing is written.
 

@@ -1,4 +1,4 @@
-"""`python -m aiayn.export`: aiayn.export.cli."""
+"""`python -m aiayn.export`, as the console script aiayn-export: aiayn.export.cli."""
 
 import sys
 

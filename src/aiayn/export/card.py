@@ -101,7 +101,7 @@ def model_card(
         "",
         f"# aiayn `{row}` seed {seed}: {src_lang}→{tgt_lang} Transformer (Vaswani et al. 2017 reproduction)",
         "",
-        f"Exported by `python -m aiayn.export --to {target}` from the run `{run}` (row `{row}`, seed {seed}, "
+        f"Exported by `aiayn-export --to {target}` from the run `{run}` (row `{row}`, seed {seed}, "
         f"variant: {variant_text}).",
         "",
         f"Weights: the mean of {len(checkpoints)} checkpoint(s): {', '.join(checkpoints) or '?'}.",

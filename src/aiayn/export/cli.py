@@ -1,4 +1,4 @@
-"""`python -m aiayn.export RUN_DIR OUT --to hf|ct2`: a finished run's averaged weights, exported atomically."""
+"""`aiayn-export RUN_DIR OUT --to hf|ct2`: a finished run's averaged weights, exported atomically."""
 
 from __future__ import annotations
 
@@ -40,12 +40,12 @@ def export_run(
     out = Path(out)
     if out.exists() and not force and (not out.is_dir() or any(out.iterdir())):
         raise FileExistsError(f"{out} exists; give another folder, or --force to replace it")
-    from aiayn.inference.trained import finished_run, open_run
+    from aiayn.inference.trained import finished_run, open_run, tokenizer_dir
 
     check_exportable(finished_run(run_dir).model, target)
     opened = open_run(run_dir, average=average, bpe_dir=bpe_dir)
     model = opened.model.cpu().float().eval()
-    spm_model = Path(opened.cfg.paths.bpe if bpe_dir is None else bpe_dir) / folders.TOKENIZER
+    spm_model = tokenizer_dir(Path(run_dir), opened.cfg, bpe_dir) / folders.TOKENIZER
     evaluation_path = find_evaluation(opened.cfg)
     card: dict[str, Any] = dict(
         run=str(run_dir),
@@ -92,7 +92,7 @@ def _share(folder: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m aiayn.export", description=(export.__doc__ or "").splitlines()[0])
+    parser = argparse.ArgumentParser(prog="aiayn-export", description=(export.__doc__ or "").splitlines()[0])
     parser.add_argument("run_dir", type=Path, help="a finished run folder, such as runs/base/seed1")
     parser.add_argument("out", type=Path, help="the folder to write (must not exist, unless --force)")
     parser.add_argument("--to", required=True, choices=sorted(TARGETS), help="hf: MarianMTModel; ct2: CTranslate2")

@@ -1,7 +1,7 @@
 """Draw what a trained run attends to in one sentence, as Figures 3-5 of the paper do; the attention_figures stage.
 
-    python -m aiayn.inference.attention runs/base/seed1 "The dog that sees the ball sleeps."
-    python -m aiayn.inference.attention runs/big/seed1 "The dog that sees the ball sleeps." --layer 2 --out figures/
+    aiayn-attention runs/base/seed1 "The dog that sees the ball sleeps."
+    aiayn-attention runs/big/seed1 "The dog that sees the ball sleeps." --layer 2 --out figures/
 
 The run is opened as the evaluate stage opens it (aiayn.inference.trained: the mean of its last `row.average_last`
 checkpoints, its tokenizer) and translates the sentence with its decode settings. Its own translation is then fed
@@ -170,7 +170,7 @@ def write_figures(looked: Looked, out_dir: Path, name: str, layer: int | None = 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m aiayn.inference.attention", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="aiayn-attention", description=__doc__.splitlines()[0])
     parser.add_argument("run_dir", type=Path, help="a finished run folder, e.g. runs/base/seed1")
     parser.add_argument("sentence", help="the source sentence, raw text")
     parser.add_argument("--layer", type=int, help="the layer to draw, 1 to n_layers (default: the last)")

@@ -1,4 +1,4 @@
-"""A trained run opened for decoding, the one way the evaluate stage, `python -m aiayn.inference.translate` and the
+"""A trained run opened for decoding, the one way the evaluate stage, `aiayn-translate` and the
 attention figures open it: the finished-run check, its model (the last checkpoint or the mean of its last k), the
 tokenizer it trained with, and how it decodes (`Decoding`: its decode settings, arithmetic and device).
 """
@@ -68,12 +68,12 @@ class OpenedRun:
 def open_run(run_dir: Path, average: int | None = None, bpe_dir: Path | None = None) -> OpenedRun:
     """A finished run (`finished_run`) with the mean weights of its last `average` checkpoints (None: the row's
     `average_last`, Table 2's weights, or the last checkpoint for a row that averages none) and the tokenizer in
-    `bpe_dir` (None: the run's paths.bpe)."""
+    `bpe_dir` (None: the run folder's own copy, else the run's paths.bpe: `tokenizer_dir`)."""
     cfg = finished_run(run_dir)
     device = decode_device(cfg)
     k = max(1, int(cfg.row.average_last)) if average is None else average
     model, paths = load_model(Path(run_dir) / folders.CHECKPOINTS, k, device)
-    tokenizer = run_tokenizer(Path(cfg.paths.bpe) if bpe_dir is None else Path(bpe_dir), paths[-1])
+    tokenizer = run_tokenizer(tokenizer_dir(run_dir, cfg, bpe_dir), paths[-1])
     return OpenedRun(cfg, model, tokenizer, paths, device)
 
 
@@ -92,13 +92,22 @@ def load_weights(paths: list[Path], device: torch.device) -> Transformer:
     return model.to(device).eval()
 
 
+def tokenizer_dir(run_dir: Path, cfg: Config, bpe_dir: Path | None = None) -> Path:
+    """Where a run's tokenizer is read from: `bpe_dir` when given, else the run folder's own copy (the train stage
+    writes one, so a copied run folder translates and exports anywhere), else the run's paths.bpe (a run trained
+    before run folders carried it)."""
+    if bpe_dir is not None:
+        return Path(bpe_dir)
+    return Path(run_dir) if (Path(run_dir) / folders.TOKENIZER).is_file() else Path(cfg.paths.bpe)
+
+
 def run_tokenizer(bpe_dir: Path, checkpoint: Path) -> Tokenizer:
     """The tokenizer in `bpe_dir`, refused when it is not the one the checkpoint's run trained with (the sha256
     its fingerprint records; a checkpoint without one is not checked)."""
     if not (Path(bpe_dir) / folders.TOKENIZER).is_file():
         raise FileNotFoundError(
-            f"{Path(bpe_dir) / folders.TOKENIZER} not found: the run's tokenizer (paths.bpe, the bpe stage's); work "
-            f"from the folder the run was trained in, or name its bpe folder"
+            f"{Path(bpe_dir) / folders.TOKENIZER} not found: the run's tokenizer (the run folder's own copy, else "
+            f"paths.bpe, the bpe stage's); work from the folder the run was trained in, or name its bpe folder (--bpe)"
         )
     tokenizer = Tokenizer(Path(bpe_dir) / folders.TOKENIZER)
     trained = stored_fingerprint(checkpoint).get("data", {}).get("tokenizer_sha256")

@@ -1,12 +1,12 @@
 """Translate stdin to stdout with a trained run, as fairseq-interactive, onmt_translate and marian-decoder do.
 
-    python -m aiayn.inference.translate runs/base/seed1 < sentences.en > sentences.de
-    python -m aiayn.inference.translate runs/base/seed1 --beam 8 --alpha 1.0 --average 1 < sentences.en
-    python -m aiayn.inference.translate runs/base/seed1 --greedy < sentences.en
-    python -m aiayn.inference.translate runs/base/seed1 runs/base/seed2 < sentences.en    # an ensemble of two runs
-    python -m aiayn.inference.translate runs/base/seed1 --nbest 4 < sentences.en          # Moses n-best lists
-    python -m aiayn.inference.translate runs/base/seed1 --score sentences.de < sentences.en  # each reference's
-    log-probability python -m aiayn.inference.translate runs/base/seed1 --align -1 < sentences.en         # translation
+    aiayn-translate runs/base/seed1 < sentences.en > sentences.de
+    aiayn-translate runs/base/seed1 --beam 8 --alpha 1.0 --average 1 < sentences.en
+    aiayn-translate runs/base/seed1 --greedy < sentences.en
+    aiayn-translate runs/base/seed1 runs/base/seed2 < sentences.en    # an ensemble of two runs
+    aiayn-translate runs/base/seed1 --nbest 4 < sentences.en          # Moses n-best lists
+    aiayn-translate runs/base/seed1 --score sentences.de < sentences.en  # each reference's
+    log-probability aiayn-translate runs/base/seed1 --align -1 < sentences.en         # translation
     ||| s-t pairs
 
 One raw-text sentence a line in, one line out per sentence (n lines per sentence with --nbest), in the same order:
@@ -67,7 +67,7 @@ def alignment_spec(text: str) -> tuple[int, int | None]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m aiayn.inference.translate", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="aiayn-translate", description=__doc__.splitlines()[0])
     parser.add_argument("run_dir", type=Path, nargs="+", help="finished run folders (several: an ensemble)")
     search = parser.add_mutually_exclusive_group()
     search.add_argument("--beam", type=positive, help="beam size (default: the run's decode.beam_size)")

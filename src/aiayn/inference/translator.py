@@ -8,7 +8,7 @@
     model.align(["A man ..."])                            # encoder-decoder attention of the translation
     load("runs/base/seed1", "runs/base/seed2")            # an ensemble: log-probabilities averaged at every step
 
-The code is the evaluate stage's and `python -m aiayn.inference.translate`'s (aiayn.inference.trained: loading, the
+The code is the evaluate stage's and `aiayn-translate`'s (aiayn.inference.trained: loading, the
 tokenizer check, decode settings and arithmetic; aiayn.decode: search, forced decoding), so the same sentences with the
 same settings give the evaluate stage's hypotheses.
 """

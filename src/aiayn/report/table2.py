@@ -267,7 +267,7 @@ def write_table2(rows: Sequence[dict[str, Any]], out_dir: Path, context: Mapping
         "estimate, whatever device actually ran). FLOPs (counted) is 3 × forward matmul FLOPs per token × tokens "
         f"seen (aiayn.cost.flops), with attention at average sentence lengths {context.get('lengths', DASH)}. "
         "device-hours (measured) is one training run's wall time × the devices it held (mean over seeds), with "
-        'what ran it; `python -m aiayn.cost.plan` predicts it before a run. A row\'s "ensemble of N seeds" line is '
+        'what ran it; `aiayn-plan` predicts it before a run. A row\'s "ensemble of N seeds" line is '
         "its seeds decoding together, each with its Table 2 weights, log-probabilities averaged at every step of "
         "one beam search (aiayn.stages.ensemble): one system, so no interval. "
         "At a reduced scale the absolute numbers are not comparable with the paper's.\n\n"

@@ -310,7 +310,7 @@ def legend(context: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], design
         "The design's one extension was made: every verdict is its final test."
         if design.extended
         else "Pilot stage: a verdict marked (interim) belongs to a row the plan gives more seeds "
-        "(`python -m aiayn.verdicts.extension`); it is not the design's test. The other verdicts are final."
+        "(`aiayn-extend`); it is not the design's test. The other verdicts are final."
     )
     columns = " and ".join({"bleu": "dev BLEU", "ppl": "dev PPL"}[c] for c in design.columns)
     return (
@@ -360,7 +360,7 @@ def _changed(changed: Sequence[str]) -> str:
     return (
         "\n**Not the study's design.** This table was made with a design or pilot other than the one recorded with "
         "the study's first table (results/design.json): " + "; ".join(changed) + ". Its verdicts are not the "
-        "design's test, and `python -m aiayn.verdicts.extension` will not extend it.\n"
+        "design's test, and `aiayn-extend` will not extend it.\n"
     )
 
 

@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import yaml
 
@@ -48,7 +48,7 @@ def copy_project(dst: Path, **params: Any) -> Path:
     return Path(dst)
 
 
-def repro(work: Path, env: dict, log, budget_s: float | None) -> tuple[int, dict[str, float]]:
+def repro(work: Path, env: dict, log: IO[str], budget_s: float | None) -> tuple[int, dict[str, float]]:
     """`dvc repro` in `work`, its output timestamped to stdout and `log`; stopped (process group) after `budget_s`.
     Returns the exit status and each stage's seconds (from one 'Running stage' line to the next)."""
     proc = subprocess.Popen(
@@ -78,6 +78,7 @@ def repro(work: Path, env: dict, log, budget_s: float | None) -> tuple[int, dict
     if timer:
         timer.start()
     t0, starts = time.perf_counter(), []
+    assert proc.stdout is not None  # stdout=PIPE
     for line in proc.stdout:
         now = time.perf_counter() - t0
         if m := re.match(r"Running stage '(.+)'", line):

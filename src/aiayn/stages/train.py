@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+import shutil
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -23,7 +24,7 @@ from aiayn.checkpoint.reader import stored_step
 from aiayn.config.schema import Config, TrainConfig, TrainerConfig
 from aiayn.data.datamodule import TranslationDataModule
 from aiayn.data.tokenizer import Tokenizer
-from aiayn.io import atomic_write_json, atomic_write_text, read_json
+from aiayn.io import atomic_path, atomic_write_json, atomic_write_text, read_json
 from aiayn.progress import clock, on_terminal
 from aiayn.run import floatpath, folders, tracking
 from aiayn.run.folders import RunSpec
@@ -83,6 +84,7 @@ def _train(cfg: Config, spec: RunSpec) -> dict[str, Any]:
     atomic_write_text(run_dir / folders.CONFIG, OmegaConf.to_yaml(tracking.scrub(dataclasses.asdict(cfg))))
     L.seed_everything(cfg.seed, workers=True)
     tokenizer = Tokenizer(bpe_dir / folders.TOKENIZER)
+    _carry_tokenizer(bpe_dir / folders.TOKENIZER, run_dir / folders.TOKENIZER, tokenizer.sha256)
     batches = batching(cfg.trainer, cfg.train)
     datamodule = TranslationDataModule(
         bpe_dir,
@@ -173,6 +175,16 @@ def _train(cfg: Config, spec: RunSpec) -> dict[str, Any]:
     finally:
         tracking.finish(wandb_run)
     return summary
+
+
+def _carry_tokenizer(source: Path, dest: Path, sha256: str) -> None:
+    """The run folder's own copy of its tokenizer, as a Hugging Face model folder carries its own: a copied run
+    folder translates and exports anywhere (aiayn.inference.trained.tokenizer_dir), checked against the checkpoints'
+    fingerprint there. Written once, atomically; a copy of another tokenizer is replaced."""
+    if dest.is_file() and Tokenizer(dest).sha256 == sha256:
+        return
+    with atomic_path(dest) as tmp:
+        shutil.copyfile(source, tmp)
 
 
 def _early_stopping(patience: int) -> list[EarlyStopping]:

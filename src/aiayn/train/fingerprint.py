@@ -3,8 +3,8 @@ resumed by it: every setting that can change a number a table reads, the code th
 the encoded data) and the wandb id that derives from it. Where the run lives is aiayn.run.folders's.
 
 `CANNOT_CHANGE_RESULTS` is the one list of modules whose edits cannot change a number a table reads: `code_digest`
-leaves them out of the code a run executes, and the DVC audit (tests/pipeline/test_dvc.py) lets a stage read those
-that change no output at all without declaring them.
+leaves them out of the code a run executes, and the DVC audit (tests/integration/pipeline/test_dvc.py) lets a stage read
+those that change no output at all without declaring them.
 """
 
 from __future__ import annotations

@@ -298,7 +298,7 @@ class RowPlan:
 
 @dataclass(frozen=True)
 class PlanRecord:
-    """What `decide` planned for every row but base, handed to the extension (python -m aiayn.verdicts.extension) as the
+    """What `decide` planned for every row but base, handed to the extension (aiayn-extend) as the
     aggregate stage wrote it (results/plan.json): typed, so that no reader spells the table's column names."""
 
     family_level: float | None

@@ -10,8 +10,8 @@ writes them to params.yaml's `extra_seeds` and runs `dvc repro`. The table it le
 extends once: retesting after every round and adding seeds until a row is resolved (optional stopping) would make
 the verdicts wrong far more often than `alpha`.
 
-    python -m aiayn.verdicts.extension --dry     # the plan, explained; writes nothing, runs nothing
-    python -m aiayn.verdicts.extension           # the extension: params.yaml's extra_seeds, then dvc repro
+    aiayn-extend --dry     # the plan, explained; writes nothing, runs nothing
+    aiayn-extend           # the extension: params.yaml's extra_seeds, then dvc repro
 """
 
 from __future__ import annotations
@@ -143,7 +143,7 @@ def run(
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m aiayn.verdicts.extension", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="aiayn-extend", description=__doc__.splitlines()[0])
     parser.add_argument("--dry", action="store_true", help="print the plan; write and run nothing")
     parser.add_argument("--params", type=Path, default=Path(PARAMS), help=f"the DVC params file (default {PARAMS})")
     parser.add_argument("--plan", type=Path, default=Path(PLAN), help=f"the pilot's plan (default {PLAN})")
@@ -157,7 +157,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         parser.error(
             "--until-resolved is gone: adding seeds until a row is resolved is optional stopping, which "
             "makes false verdicts several times likelier than alpha. The design extends once, to the "
-            "seeds the pilot plans: `python -m aiayn.verdicts.extension` (docs/verdicts.md)"
+            "seeds the pilot plans: `aiayn-extend` (docs/verdicts.md)"
         )
     if args.max is not None:
         parser.error("--max is declared with the design, before the runs: set design.max_seeds in params.yaml")

@@ -2,7 +2,7 @@
 
 The aggregate stage writes it with the pilot's table: the design's keys (params.yaml's `design`), the pilot's
 seeds, and every seed of every row a table of the study has shown. Later tables keep it: a design is declared once,
-before its pilot is seen. `python -m aiayn.verdicts.extension` extends only a study whose params still say what its
+before its pilot is seen. `aiayn-extend` extends only a study whose params still say what its
 record says; a design changed after its pilot was seen, or a "new study" whose pilot reuses runs an earlier table showed
 (a second look, e.g. extra_seeds moved into seeds), is refused. A new study on seeds no table has shown starts a new
 record. DVC keeps the file between runs of the stage (`persist: true` in dvc.yaml).

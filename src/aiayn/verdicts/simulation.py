@@ -1,7 +1,7 @@
 """Table 3's whole two-stage design simulated with the project's own functions: the pilot's table (decide), the one
 extension it plans (aiayn.verdicts.decide.plan_extension) and the final table, many times over planted differences. What
 the tables promise (all verdicts together wrong with probability at most alpha) is checked here, by
-tests/report/test_verdicts.py, and docs/verdicts.md's tables come from it:
+tests/verdicts/test_decide.py, and docs/verdicts.md's tables come from it:
 
     python src/aiayn/verdicts/simulation.py [--studies 2000] [--pilot 4]   # every scenario, the default design
 
