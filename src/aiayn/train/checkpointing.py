@@ -15,6 +15,7 @@ Which snapshots an evaluation averages is aiayn.checkpoint.averaging's (the eval
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import logging
 import os
@@ -117,6 +118,9 @@ class Checkpointer(Checkpoint):
         checkpoint[FINGERPRINT] = self.fingerprint  # what the run is, for a safe resume
 
 
+_NEARLY_FULL = 1 << 20  # bytes free below which a failed checkpoint write is taken for a full disk
+
+
 class AtomicCheckpointIO(TorchCheckpointIO):
     """Checkpoints written to a temporary file beside their name, synced, then renamed; read with weights_only=True.
 
@@ -128,7 +132,14 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         if storage_options is not None:
             raise TypeError(f"{type(self).__name__} takes no storage_options")
         with atomic_path(path) as tmp, open(tmp, "wb") as f:
-            torch.save(checkpoint, f)
+            try:
+                torch.save(checkpoint, f)
+            except RuntimeError as err:
+                # torch's zip writer reports a write cut short by a full disk as a RuntimeError ("unexpected pos"),
+                # not as ENOSPC: said as what it is, so the run stops with the full disk's one line.
+                if shutil.disk_usage(tmp.parent).free < _NEARLY_FULL:
+                    raise OSError(errno.ENOSPC, f"No space left on device ({err})") from err
+                raise
             f.flush()
             os.fsync(f.fileno())  # the rename must not reach the disk before the bytes do
 

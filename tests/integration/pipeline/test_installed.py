@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from omegaconf import OmegaConf
 
 from aiayn.run.checkout import REPO, copy_project
 
@@ -54,6 +55,7 @@ def test_the_installed_package_is_not_the_checkout(installed: Path, tmp_path: Pa
 @pytest.mark.parametrize("script", sorted(SCRIPTS))
 def test_every_console_script_and_its_module_answer(installed: Path, tmp_path: Path, script: str):
     module = SCRIPTS[script].split(":")[0]
+    module = module.removesuffix(".cli")  # aiayn.export.cli's main is `python -m aiayn.export` (its __main__)
     for argv in ([str(installed / "bin" / script), "--help"], [sys.executable, "-m", module, "--help"]):
         out = _run(installed, tmp_path, *argv)
         assert out.returncode == 0, f"{' '.join(argv)}: {out.stderr}"
@@ -83,5 +85,8 @@ def test_a_copied_run_folder_translates_and_exports_outside_the_checkout(install
 def test_a_run_folder_without_its_tokenizer_names_what_is_missing(installed: Path, workspace: Path, tmp_path: Path):
     run = shutil.copytree(workspace / "runs" / "base" / "seed1", tmp_path / "my-run")
     (run / "spm.model").unlink()
+    config = OmegaConf.load(run / "config.yaml")
+    config.paths.bpe = "data/bpe"  # as dvc repro's runs name it: relative, and not here
+    OmegaConf.save(config, run / "config.yaml")
     out = _run(installed, tmp_path, "aiayn-translate", str(run), stdin="a\n")
     assert out.returncode != 0 and "spm.model not found" in out.stderr and "--bpe" in out.stderr
