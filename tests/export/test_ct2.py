@@ -1,7 +1,11 @@
 """--to ct2: our own converter over ctranslate2.specs gives a model that decodes the smoke run's greedy tokens and
-scores its log-probabilities, an int8 export that runs, and refusals of what it cannot compute."""
+scores its log-probabilities, an int8 export that scores as the float32 one up to rounding, and refusals of what it
+cannot compute."""
 
 from __future__ import annotations
+
+import math
+import statistics
 
 import pytest
 import torch
@@ -17,6 +21,17 @@ from aiayn.run import folders
 ctranslate2 = pytest.importorskip("ctranslate2")
 
 NEVER = [["<pad>"], ["<s>"]]  # ours never generates PAD or BOS (docs/departures.md#decode-special-tokens)
+
+# int8 on a CPU: CTranslate2 rounds each weight row and each activation row to 8 bits and multiplies them in oneDNN
+# (u8 x s8). With VNNI the products are summed in 32 bits; without it (AVX2 alone, AVX-512 without VNNI) oneDNN sums
+# pairs of them in 16 bits, which saturate (oneDNN issue 717), and the int8 model lies about ten times further from
+# the float32 one. Mean |log-probability gap| per token on the dev set (greedy outputs and references), over this
+# file's smoke runs with seeds 1-3 trained on PyTorch's AVX-512 and its AVX2 kernels, AMD EPYC Zen 4 (AVX-512 VNNI):
+# oneDNN with VNNI (its default there) 0.012-0.015 (max 0.15), without (ONEDNN_MAX_CPU_ISA=AVX2, AVX512_CORE or
+# SSE41) 0.14-0.21 (max 3.1); CT2_FORCE_CPU_ISA (AVX512, AVX2, AVX, GENERIC) and CT2_USE_EXPERIMENTAL_PACKED_GEMM
+# changed neither. The same int8 export with one decoder FFN matrix random: 0.87 with VNNI, 0.90 without; all weights
+# random: 4.6.
+INT8_TOLERANCE = 0.4  # nats per token, mean
 
 
 def pieces_of(tokenizer: Tokenizer) -> list[str]:
@@ -68,17 +83,30 @@ def test_the_folder_holds_the_tokenizer_and_a_model_card(smoke_run, ct2_dir):
     assert "length^length_penalty" in card and "((5 + length) / 6)^alpha" in card
 
 
-def test_an_int8_export_loads_translates_and_mostly_agrees(smoke_run, ct2_dir, ct2_int8_dir):
-    """No exactness claim: quantized weights. The rate is printed (pytest -s); the smoke model's near-tied
-    logits flip more tokens than a trained model's (the tiny scale's base: 999 of 1000 dev sentences)."""
+def test_an_int8_export_scores_as_the_float32_one_within_rounding(smoke_run, ct2_dir, ct2_int8_dir):
+    """int8 promises the float32 model's probabilities up to rounding, not its argmax. Forced decoding
+    (score_batch) of each dev sentence's greedy output of ours and of its reference, EOS last, gives each token's
+    log-probability within INT8_TOLERANCE of the float32 export's on average, on a model that has learned (its
+    references' cross-entropy under half a uniform guess's ln V). Identical greedy outputs are printed (pytest -s),
+    not asserted: the smoke model's near-tied logits flip with the rounding (0 to 34 of 40 over CPUs and seeds)."""
     assert (ct2_int8_dir / "model.bin").stat().st_size < 0.6 * (ct2_dir / "model.bin").stat().st_size
-    outputs = ct2_greedy(smoke_run, ct2_int8_dir)
-    assert all(outputs)
+    tok = smoke_run.tokenizer
+    pieces = pieces_of(tok)
+    sources = [[pieces[i] for i in row] for row in tok.encode(smoke_run.sources)] * 2
+    targets = [[pieces[i] for i in row] for row in smoke_run.greedy + tok.encode(smoke_run.references)]
+    exact = ct2_log_probs(ct2_dir, sources, targets)
+    int8 = ct2_log_probs(ct2_int8_dir, sources, targets, compute_type="int8")
+    gaps = [abs(a - b) for row, other in zip(exact, int8) for a, b in zip(row, other, strict=True)]
+    cross_entropy = -statistics.fmean(lp for row in exact[len(smoke_run.sources) :] for lp in row)
+    outputs = ct2_greedy(smoke_run, ct2_int8_dir, compute_type="int8")
     same = sum(a == b for a, b in zip(outputs, smoke_run.greedy))
-    first = sum(a[:1] == b[:1] for a, b in zip(outputs, smoke_run.greedy))
-    print(f"int8 greedy: {same}/{len(outputs)} sentences identical, {first} with the same first token")
-    assert first >= 0.75 * len(outputs)
-    assert same >= 0.1 * len(outputs)
+    print(
+        f"int8 vs float32 log-probs: mean |gap| {statistics.fmean(gaps):.4f}, max {max(gaps):.4f} over {len(gaps)} "
+        f"tokens; references' cross-entropy {cross_entropy:.2f} (uniform {math.log(tok.vocab_size):.2f}); "
+        f"greedy outputs identical to ours {same}/{len(outputs)}"
+    )
+    assert cross_entropy < 0.5 * math.log(tok.vocab_size)  # measured 2.20-2.23 over seeds 1-3; ln 300 = 5.70
+    assert statistics.fmean(gaps) <= INT8_TOLERANCE
 
 
 @pytest.mark.parametrize(

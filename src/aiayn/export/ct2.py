@@ -118,11 +118,14 @@ def convert_ct2(spec: Any, out: Path, quantization: str | None = None) -> None:
     Ours().convert(str(out), quantization=quantization)
 
 
-def ct2_log_probs(model_dir: Path, source: list[list[str]], target: list[list[str]]) -> list[list[float]]:
+def ct2_log_probs(
+    model_dir: Path, source: list[list[str]], target: list[list[str]], compute_type: str = "float32"
+) -> list[list[float]]:
     """Each target token's log-probability (its EOS last) under the CTranslate2 model in `model_dir`, the target
-    decoded from BOS after the source (+ EOS): `Translator.score_batch`."""
+    decoded from BOS after the source (+ EOS): `Translator.score_batch`, computing in `compute_type` (float32, or
+    int8 for a quantized model's own arithmetic)."""
     ctranslate2 = require("ct2")
-    translator = ctranslate2.Translator(str(model_dir), device="cpu", compute_type="float32")
+    translator = ctranslate2.Translator(str(model_dir), device="cpu", compute_type=compute_type)
     return [list(r.log_probs) for r in translator.score_batch(source, target)]
 
 
