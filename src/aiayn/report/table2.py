@@ -280,3 +280,16 @@ def write_table2(rows: Sequence[dict[str, Any]], out_dir: Path, context: Mapping
         atomic_write_text(out_dir / "table2.csv", csv_text(rows, KEYS)),
         atomic_write_text(out_dir / "table2.tex", latex_tabular(header, body, rule_after=(n_ours - 1,))),
     ]
+
+
+def table2_headline(rows: Sequence[dict[str, Any]], literature: bool = False) -> dict[str, Any]:
+    """Table 2's part of results/metrics.json: each of our systems' test BLEU (sacreBLEU's; with `literature`, the
+    data being the Multi30k literature's tokenised text, its BLEU too), seed ensembles left to rows.json."""
+    out: dict[str, Any] = {}
+    for name, numbers in table2_metrics(rows).items():
+        if name.endswith("_ensemble"):
+            continue
+        for metric in ("test_bleu", "test_bleu_lc_tok") if literature else ("test_bleu",):
+            if numbers.get(metric) is not None:
+                out[f"{name}_{metric}"] = numbers[metric]
+    return out

@@ -28,7 +28,7 @@ from aiayn.report.formats import (
     signed,
 )
 from aiayn.verdicts.decide import BASE, BLEU, PPL, Measure, claim_count, decide
-from aiayn.verdicts.significance import SEEDS_UP_TO, Design
+from aiayn.verdicts.significance import CONTRADICTED, REPRODUCED, SEEDS_UP_TO, UNRESOLVED, Design
 from aiayn.verdicts.stats import exp_or_none, mean_ci, score_columns
 
 __all__ = ["BASE", "build_table3", "table3_metrics", "write_table3"]
@@ -395,3 +395,21 @@ def table3_metrics(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Table 3's headline numbers keyed by row, for `dvc exp show` (results/metrics.json): dev BLEU, its CI
     half-width, the difference from base and the verdict; the full table stays in table3.csv."""
     return {r["row"]: metrics(COLUMNS, r) for r in rows}
+
+
+def table3_headline(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Table 3's part of what a person compares across experiments (results/metrics.json, a `dvc exp show` column
+    each): base's dev BLEU and PPL, and how many of the table's claims it decided, reproduced and contradicted. Each
+    row's numbers are in rows.json, every column in table3.csv."""
+    base = next((r for r in rows if r["row"] == BASE), None)
+    verdicts = [r[k] for r in rows for k in ("verdict", "verdict_ppl") if r.get(k) is not None]
+    out: dict[str, Any] = {}
+    if base is not None:
+        out |= {"dev_bleu": base["bleu_mean"], "dev_ppl": base["ppl_gmean"]}
+    if verdicts:
+        out |= {
+            "decided": sum(v != UNRESOLVED for v in verdicts),
+            "reproduced": sum(v == REPRODUCED for v in verdicts),
+            "contradicted": sum(v == CONTRADICTED for v in verdicts),
+        }
+    return {k: v for k, v in out.items() if v is not None}

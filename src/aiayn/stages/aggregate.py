@@ -11,8 +11,8 @@ from aiayn.config.params import rows_and_seeds
 from aiayn.config.schema import DESIGN_KEYS, Config, DesignConfig
 from aiayn.io import atomic_write_json
 from aiayn.report.summary import write_tables
-from aiayn.report.table2 import table2_metrics
-from aiayn.report.table3 import table3_metrics
+from aiayn.report.table2 import table2_headline, table2_metrics
+from aiayn.report.table3 import table3_headline, table3_metrics
 from aiayn.run import folders, tracking
 from aiayn.run.folders import RunSpec
 from aiayn.verdicts import record
@@ -51,9 +51,16 @@ def aggregate(cfg: Config) -> dict[str, Any]:
         design=design,
         design_changed=changed,
     )
-    # `dvc metrics show` / `dvc exp show` read JSON: the headline numbers of Tables 3 and 2 (full tables: CSV).
+    # `dvc metrics show` / `dvc exp show` read metrics.json: the few numbers a person compares across experiments, one
+    # column each. Every row's headline numbers are rows.json's (an output, not a metric: no column each); the full
+    # tables are the CSVs.
+    results = Path(cfg.paths.results)
     atomic_write_json(
-        Path(cfg.paths.results) / "metrics.json",
+        results / "metrics.json",
+        table3_headline(summary["table3"]) | table2_headline(summary["table2"], cfg.data.form == "lc.norm.tok"),
+    )
+    atomic_write_json(
+        results / "rows.json",
         {"table3": table3_metrics(summary["table3"]), "table2": table2_metrics(summary["table2"])},
     )
     _log(cfg, summary, Path(cfg.paths.results), inputs(cfg, seeds))
@@ -80,6 +87,7 @@ RESULT_FILES = (
     "sweep.md",
     "sweep.csv",
     "metrics.json",
+    "rows.json",
     "curves.csv",
     "plan.json",
     "design.json",

@@ -164,10 +164,16 @@ def test_aggregate_writes_table3_with_seed_counts(workspace: Path) -> None:
     with open(workspace / "results" / "curves.csv", encoding="utf-8") as f:  # for `dvc plots show`
         points = [(r["run"], int(r["step"])) for r in csv.DictReader(f)]
     assert points == [("base-s1", 6), ("base-s1", 12), ("base-s2", 6), ("base-s2", 12)]
-    metrics = json.loads((workspace / "results" / "metrics.json").read_text())  # for `dvc exp show`: headlines
-    assert set(metrics["table3"]["base"]) == {"dev_bleu", "dev_bleu_ci95", "dev_runaways"}  # base has no verdict
-    assert metrics["table3"]["base"]["dev_bleu"] == pytest.approx(float(rows[0]["bleu_mean"]))
-    assert set(metrics["table2"]["base"]) == {"test_bleu", "test_bleu_tok", "test_bleu_lc_tok"}
+    rows_json = json.loads((workspace / "results" / "rows.json").read_text())  # each row's headline numbers
+    assert set(rows_json["table3"]["base"]) == {"dev_bleu", "dev_bleu_ci95", "dev_runaways"}  # base has no verdict
+    assert rows_json["table3"]["base"]["dev_bleu"] == pytest.approx(float(rows[0]["bleu_mean"]))
+    assert set(rows_json["table2"]["base"]) == {"test_bleu", "test_bleu_tok", "test_bleu_lc_tok"}
+    metrics = json.loads((workspace / "results" / "metrics.json").read_text())  # for `dvc exp show`: a few columns
+    assert metrics == {  # base alone: no claims to count
+        "dev_bleu": pytest.approx(float(rows[0]["bleu_mean"])),
+        "dev_ppl": pytest.approx(float(rows[0]["ppl_gmean"])),
+        "base_test_bleu": pytest.approx(rows_json["table2"]["base"]["test_bleu"]),
+    }
 
 
 def test_multi30k_from_a_local_folder_end_to_end(shared_dir: Path, tmp_path: Path) -> None:
@@ -362,8 +368,8 @@ def test_table2s_rows_get_the_ensemble_of_their_seeds(workspace: Path, tmp_path:
     )
     md = (tmp_path / "results" / "table2.md").read_text()
     assert "| Transformer (base model), ensemble of 2 seeds, ours |" in md
-    metrics = json.loads((tmp_path / "results" / "metrics.json").read_text())
-    assert metrics["table2"]["base_ensemble"]["test_bleu"] == pytest.approx(result["test"]["bleu"])
+    rows_json = json.loads((tmp_path / "results" / "rows.json").read_text())
+    assert rows_json["table2"]["base_ensemble"]["test_bleu"] == pytest.approx(result["test"]["bleu"])
 
 
 def test_the_multi30k_reproduction_path_offline_from_a_mirror(shared_dir: Path, tmp_path: Path, monkeypatch) -> None:
