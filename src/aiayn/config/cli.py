@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -18,6 +19,7 @@ from aiayn.config.composition import (
     register_configs,
     with_variant,
 )
+from aiayn.config.keys import unknown_key, valid_keys
 from aiayn.config.params import Params
 from aiayn.config.resolve import prepare
 from aiayn.config.schema import SECRET_KEY, Config, ConfigError
@@ -36,6 +38,19 @@ def refuse_secret_overrides(argv: list[str]) -> None:
                 f"error: override {key}=... looks like a credential; pass credentials through the environment "
                 f"(WANDB_API_KEY) or `wandb login`, never on the command line, which Hydra saves with the run"
             )
+
+
+def check_override_keys(argv: list[str]) -> None:
+    """Refuse an override of a key the schema does not have (`train.lr_factr=2`, `+train.lr_factr=2`) with the same
+    message params.yaml's misspelt keys get, naming the key most likely meant, before Hydra composes anything. Group
+    choices (`row=A1`, `hydra/launcher=slurm`), Hydra's own keys and the free-form `variant` pass."""
+    groups = {f.name for f in dataclasses.fields(Config)}
+    keys = valid_keys(Config)
+    for arg in argv:
+        key = override_key(arg)
+        if not key or "/" in key or key.split(".", 1)[0] in ("hydra", "variant") or key in groups or key in keys:
+            continue
+        raise ConfigError(unknown_key("the command line", key, keys))
 
 
 def expand_seeds_from(argv: list[str]) -> list[str]:
@@ -94,6 +109,7 @@ def hydra_main(run: Callable[[Config], Any]) -> None:
         sys.exit(f"error: {err}")
     refuse_secret_overrides(sys.argv[1:])
     try:
+        check_override_keys(sys.argv[1:])
         check_row_overrides(sys.argv[1:], CONF_DIR)
     except ConfigError as err:
         sys.exit(f"error: {err}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import subprocess
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,7 +15,7 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from aiayn.config.keys import read_yaml, structured
-from aiayn.config.schema import DESIGN_KEYS, ROW_GROUPS, DesignConfig, ParamsConfig, TablesConfig
+from aiayn.config.schema import DESIGN_KEYS, ROW_GROUPS, ConfigError, DesignConfig, ParamsConfig, TablesConfig
 from aiayn.io import atomic_write_text
 
 EXTRA_SEEDS = "extra_seeds"  # row -> seeds it runs besides `seeds` (and base runs them too: differences are paired)
@@ -32,10 +33,17 @@ class Params:
 
     @classmethod
     def read(cls, path: str | Path) -> Params:
+        """The params file at `path`. In a DVC project, a file it refuses (a key `dvc exp run -S` has just written)
+        is put back as the last read accepted it, the refused one kept beside it: `keep_accepted`."""
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"{path} not found (needed for its rows, seeds and overrides)")
-        return cls.of(read_yaml(path, "a params file"), path)
+        try:
+            params = cls.of(read_yaml(path, "a params file"), path)
+        except ConfigError as err:
+            raise ConfigError(f"{err}{restore_accepted(path)}") from err
+        keep_accepted(path)
+        return params
 
     @classmethod
     def of(cls, data: dict[str, Any], path: str | Path) -> Params:
@@ -84,6 +92,46 @@ class Params:
                 if (value := getattr(node, f.name)) is not None
             ]
         return out
+
+
+def _accepted_copy(path: Path) -> Path | None:
+    """Where the last accepted version of a DVC project's params file is kept (.dvc/tmp/, DVC's own scratch folder,
+    never committed); None outside a DVC project."""
+    dvc = path.resolve().parent / ".dvc"
+    return dvc / "tmp" / f"{path.name}.accepted" if dvc.is_dir() else None
+
+
+def keep_accepted(path: Path) -> None:
+    """Keep a copy of the params file just accepted, for `restore_accepted`."""
+    copy = _accepted_copy(path)
+    if copy is not None and (not copy.is_file() or copy.read_bytes() != path.read_bytes()):
+        atomic_write_text(copy, path.read_text(encoding="utf-8"))
+
+
+def restore_accepted(path: Path) -> str:
+    """Put back a refused params file as the last read accepted it, or as the git commit has it before any was, and
+    keep the refused file as `<name>.refused`: `dvc exp run -S +train.lr_factr=2` writes its key into params.yaml
+    before any stage can refuse it, and every later `dvc repro` would fail on it. What was done, for the message."""
+    copy = _accepted_copy(path)
+    accepted = copy.read_bytes() if copy is not None and copy.is_file() else _committed(path)
+    if accepted is None or accepted == path.read_bytes():
+        return ""
+    refused = path.with_name(f"{path.name}.refused")
+    atomic_write_text(refused, path.read_text(encoding="utf-8"))
+    atomic_write_text(path, accepted.decode("utf-8"))
+    return f"; {path} is back as it was accepted, the refused file kept as {refused}"
+
+
+def _committed(path: Path) -> bytes | None:
+    """The params file as the DVC project's git HEAD has it, where it is a git repository with a commit."""
+    root = path.resolve().parent
+    if not (root / ".dvc").is_dir() or not (root / ".git").exists():
+        return None
+    try:
+        shown = subprocess.run(["git", "show", f"HEAD:./{path.name}"], cwd=root, capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):  # no git binary
+        return None
+    return shown.stdout if shown.returncode == 0 else None  # no commit, or the file never committed
 
 
 def add_extra_seeds(path: str | Path, additions: Mapping[str, Iterable[int]]) -> dict[str, list[int]]:

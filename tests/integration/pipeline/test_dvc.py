@@ -535,3 +535,23 @@ def test_wandb_runs_carry_lineage_from_checkpoints_to_evaluations_to_tables(repo
     assert "tables-smoke" in aggregate["artifacts"]
     logged = {key.split(".")[0] for key in aggregate["history"]}  # a table's or chart's fields are flattened
     assert {"table3", "table2", "sweep", "dev/bleu_by_row_table", "claims", "learning_curves"} <= logged
+
+
+def test_a_refused_exp_run_leaves_params_yaml_as_it_was(repo: Path) -> None:
+    """DVC writes `-S` values into params.yaml before any stage runs (and rewrites the file: comments dropped, nulls
+    emptied); the stage that refuses a misspelt key puts the file back as it was last accepted, so the next `dvc
+    repro` runs, and keeps the refused one beside it."""
+    before = (repo / "params.yaml").read_bytes()
+    env = dict(os.environ, WANDB_MODE="offline", PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    proc = subprocess.run(
+        [sys.executable, "-m", "dvc", "exp", "run", "-S", "+train.lr_factr=2"],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "unknown key 'train.lr_factr' (did you mean 'train.lr_factor'?)" in out, out
+    assert (repo / "params.yaml").read_bytes() == before
+    assert "lr_factr" in (repo / "params.yaml.refused").read_text()
+    assert "is up to date" in dvc("status", cwd=repo) or "Data and pipelines are up to date" in dvc("status", cwd=repo)
