@@ -19,7 +19,12 @@ from typing import Any
 CHECKOUT = Path(__file__).resolve().parents[2]
 
 
-class DiskFullError(OSError):
+class OneLineError(Exception):
+    """An error whose message says all a user needs (the file or key, what is wrong, what to do): the stage scripts
+    print it as one `error:` line, with no traceback."""
+
+
+class DiskFullError(OneLineError, OSError):
     """A write that met a full disk: one line naming the file, the bytes it needed (when known) and the bytes
     free. Nothing half-written is left for a rerun to trust; free space and rerun."""
 

@@ -294,3 +294,23 @@ def test_single_file_gz(tmp_path):
     archive = tmp_path / "corpus.en.gz"
     archive.write_bytes(gzip.compress(b"a\nb\n"))
     assert extract(archive, tmp_path / "out", progress=False)["corpus.en"].read_bytes() == b"a\nb\n"
+
+
+def test_a_mirror_folder_with_the_datasets_own_file_names_is_read(tmp_path: Path):
+    """A mirror folder laid out with the server's names (Multi30k's val.lc.norm.tok.en, not the cache's
+    multi30k-val.lc.norm.tok.en) is read once the file verifies; without either, one line says both names."""
+    from aiayn.data.sources.catalog import MULTI30K_TOK
+
+    archive = MULTI30K_TOK.archive("multi30k-val.lc.norm.tok.en")
+    assert archive.filename == "multi30k-val.lc.norm.tok.en" and archive.legacy_filename == "val.lc.norm.tok.en"
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    with pytest.raises(
+        dl.DownloadError, match=r"has no multi30k-val.lc.norm.tok.en \(or val.lc.norm.tok.en, the server"
+    ):
+        dl.fetch(archive.filename, archive.url, tmp_path / "cache", mirror, archive.sha256,
+                 legacy_filename=archive.legacy_filename)  # fmt: skip
+    (mirror / "val.lc.norm.tok.en").write_text("not Multi30k\n")
+    with pytest.raises(Exception, match="sha256"):  # the server's name is taken only for the file it names
+        dl.fetch(archive.filename, archive.url, tmp_path / "cache", mirror, archive.sha256,
+                 legacy_filename=archive.legacy_filename)  # fmt: skip

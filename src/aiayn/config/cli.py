@@ -23,7 +23,7 @@ from aiayn.config.keys import unknown_key, valid_keys
 from aiayn.config.params import Params
 from aiayn.config.resolve import prepare
 from aiayn.config.schema import SECRET_KEY, Config, ConfigError
-from aiayn.io import DiskFullError
+from aiayn.io import OneLineError
 from aiayn.progress import quiet_third_parties
 
 SEEDS_FROM = "seeds_from="
@@ -119,7 +119,7 @@ def hydra_main(run: Callable[[Config], Any]) -> None:
     def job(cfg: DictConfig) -> Any:
         try:
             return run(prepare(with_variant(cfg, list(HydraConfig.get().overrides.task), CONF_DIR)))
-        except DiskFullError as err:  # one line naming the file, what it needed and what is free; no traceback
+        except OneLineError as err:  # a full disk, a failed download: one line naming the file; no traceback
             sys.exit(f"error: {err}")
 
     hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")(job)()

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from aiayn.config.schema import DownloadConfig
-from aiayn.io import DiskFullError, atomic_write_json, is_disk_full
+from aiayn.io import DiskFullError, OneLineError, atomic_write_json, is_disk_full
 from aiayn.progress import Progress, byte_bar, on_terminal
 
 log = logging.getLogger(__name__)
@@ -35,8 +35,8 @@ CHUNK_SIZE = 1 << 20
 _RETRY_STATUS = {408, 429, 500, 502, 503, 504}
 
 
-class DownloadError(RuntimeError):
-    """A download failed for good (bad URL, HTTP error, retries exhausted)."""
+class DownloadError(OneLineError, RuntimeError):
+    """A download failed for good (bad URL, HTTP error, retries exhausted, a mirror without the file)."""
 
 
 class ChecksumError(RuntimeError):
@@ -304,7 +304,8 @@ def fetch(
         if not source.is_file() and old is not None and old.is_file():
             source = old  # an older mirror folder: the name without its source folder
         if not source.is_file():
-            raise DownloadError(f"mirror folder {source.parent} has no {filename}")
+            also = f" (or {legacy_filename}, the server's name)" if legacy_filename else ""
+            raise DownloadError(f"mirror folder {source.parent} has no {filename}{also}")
         verify_file(source, expected_sha256, expected_md5, source=str(source.parent), move_aside=False, stamps=stamps)
         return source
     dest = Path(cache_dir) / filename

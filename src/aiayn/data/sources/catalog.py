@@ -38,9 +38,10 @@ class Archive:
 
     @property
     def legacy_filename(self) -> str | None:
-        """The server's file name alone, the cache's name before it was made unique; accepted when it verifies.
-        None for a file with its own `name`, which never had another."""
-        return None if self.name else self.url.rstrip("/").rsplit("/", 1)[-1]
+        """The server's file name alone (the dataset's own, "val.lc.norm.tok.en"; the cache's name before names were
+        made unique), accepted in a cache or mirror folder when its checksum verifies; None where it is `filename`."""
+        server = self.url.rstrip("/").rsplit("/", 1)[-1]
+        return None if server == self.filename else server
 
 
 @dataclass(frozen=True)
