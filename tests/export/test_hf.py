@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 import torch
-from tests.export.conftest import TOLERANCE, random_batch, random_model
+from tests.export.conftest import TOLERANCE, export_with_cli, random_batch, random_model
 
 from aiayn.decode.search import pad_batch
 from aiayn.export.cli import main
@@ -212,3 +212,11 @@ def test_the_command_refuses_a_pre_ln_run_and_an_existing_folder(smoke_run, tmp_
     assert main([str(smoke_run.run_dir), str(tmp_path / "full"), "--to", "hf"]) == 2
     assert "--force" in capsys.readouterr().err
     assert (tmp_path / "full" / "keep.txt").read_text() == "mine"
+
+
+def test_the_export_prints_no_progress_bars(smoke_run, capfd):
+    """What the command prints is what it wrote and checked: transformers' weight-loading bars are off."""
+    pytest.importorskip("transformers")
+    export_with_cli(smoke_run, "hf-quiet", "--to", "hf")
+    out, err = capfd.readouterr()
+    assert "%|" not in out + err, err

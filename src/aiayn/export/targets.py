@@ -24,12 +24,15 @@ def require(target: str) -> ModuleType:
     and the extra that installs it."""
     package = TARGETS[target]
     try:
-        return importlib.import_module(package)
+        module = importlib.import_module(package)
     except ImportError as err:
         raise ImportError(
             f"--to {target} needs the `{package}` package, which is not installed ({err}); install the export "
             f"extra: {EXTRA}"
         ) from err
+    if package == "transformers":  # its weight-loading bars would fill an export's output (it prints what it wrote)
+        module.utils.logging.disable_progress_bar()
+    return module
 
 
 def unmappable(cfg: ModelConfig, target: str) -> list[str]:
