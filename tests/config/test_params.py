@@ -11,7 +11,10 @@ import yaml
 
 from aiayn.config.cli import expand_seeds_from
 from aiayn.config.params import Params, add_extra_seeds
+from aiayn.config.schema import ConfigError
 from aiayn.stages.seeds import seeds
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -185,3 +188,24 @@ def test_overrides_from_params_become_hydra_overrides_and_bad_keys_are_named(tmp
         ValueError, match=r"params\.yaml: unknown key 'train\.lr_factr' \(did you mean 'train\.lr_factor'"
     ):
         expand_overrides_from([f"overrides_from={path}"])
+
+
+def test_a_refused_params_file_is_put_back_as_last_accepted(tmp_path: Path):
+    """In a DVC project (a .dvc folder beside it), a params file a read refuses goes back to its last accepted bytes,
+    comments included, and the refused file is kept beside it; outside one nothing is touched."""
+    (tmp_path / ".dvc").mkdir()
+    params = tmp_path / "params.yaml"
+    accepted = (REPO / "params.yaml").read_text()
+    params.write_text(accepted)
+    Params.read(params)
+    refused = accepted.replace("lr_factor: null", "lr_factor: null\n  lr_factr: 2", 1)
+    params.write_text(refused)
+    with pytest.raises(ConfigError, match=r"did you mean 'train.lr_factor'.*is back as it was accepted"):
+        Params.read(params)
+    assert params.read_text() == accepted and (tmp_path / "params.yaml.refused").read_text() == refused
+    elsewhere = tmp_path / "plain"
+    elsewhere.mkdir()
+    (elsewhere / "params.yaml").write_text(refused)
+    with pytest.raises(ConfigError, match="did you mean") as err:
+        Params.read(elsewhere / "params.yaml")
+    assert "is back" not in str(err.value) and (elsewhere / "params.yaml").read_text() == refused

@@ -43,8 +43,8 @@ def refuse_secret_overrides(argv: list[str]) -> None:
 def check_override_keys(argv: list[str]) -> None:
     """Refuse an override of a key the schema does not have (`train.lr_factr=2`, `+train.lr_factr=2`) with the same
     message params.yaml's misspelt keys get, naming the key most likely meant, before Hydra composes anything. Group
-    choices (`row=A1`, `hydra/launcher=slurm`), Hydra's own keys and the free-form `variant` pass."""
-    groups = {f.name for f in dataclasses.fields(Config)}
+    choices (`row=A1`, `+tune=decode`, `hydra/launcher=slurm`), Hydra's own keys and the free-form `variant` pass."""
+    groups = {f.name for f in dataclasses.fields(Config)} | {d.name for d in CONF_DIR.iterdir() if d.is_dir()}
     keys = valid_keys(Config)
     for arg in argv:
         key = override_key(arg)
