@@ -9,7 +9,7 @@ import yaml
 
 from aiayn.cost.devices import load
 from aiayn.cost.flops import forward_flops_per_token, peak_flops
-from aiayn.cost.plan import apply_sets, main, plan, speed
+from aiayn.cost.plan import apply_sets, duration, main, plan, speed
 from aiayn.model.config import ModelConfig
 
 
@@ -127,3 +127,16 @@ def test_a_gpu_measurement_rewrites_one_entry_and_keeps_the_comments(tmp_path):
     assert comments and all(line in table.read_text() for line in comments)
     with pytest.raises(KeyError, match="TPU v5"):
         record("TPU v5", "base", 0.3, "x", table)
+
+
+@pytest.mark.parametrize(
+    "hours, shown", [(0.4, "24 min"), (1.99, "119 min"), (2.5, "2.5 hours"), (50, "2 days"), (507270.7, "58 years")]
+)
+def test_a_duration_reads_in_units_a_person_reads(hours: float, shown: str):
+    assert duration(hours) == shown
+
+
+def test_an_unmeasured_device_says_what_its_estimate_assumes(capsys):
+    assert main(["--params", "params.yaml", "-S", "scale=paper", "-S", "data=wmt14_en_de", "--device", "H100"]) == 0
+    out = capsys.readouterr().out
+    assert "H100 hours from an estimated speed (H200's measured MFU" in out

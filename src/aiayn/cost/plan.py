@@ -114,7 +114,7 @@ def speed(
         mfu * peak,
         entry["decode_mfu"] * peak,
         measured,
-        entry["base"].get("measured", "estimate") if measured else "estimate (not measured)",
+        entry["base"].get("measured", "estimate") if measured else entry.get("assumed", "not measured"),
     )
 
 
@@ -236,7 +236,7 @@ def format_plan(result: dict[str, Any]) -> str:
         source = (
             f"measured speed: {first['speed']}"
             if first["measured"]
-            else "an estimated speed (src/aiayn/cost/devices.yaml has no measurement for it yet)"
+            else f"an estimated speed ({first['speed']}: src/aiayn/cost/devices.yaml has no measurement for it yet)"
         )
         lines.append(
             f"\n{result['device']} hours from {source}; counted FLOPs in all {result['flops']:.2e}; "
@@ -246,11 +246,22 @@ def format_plan(result: dict[str, Any]) -> str:
         )
         if result["device"] == "CPU":
             lines.append(
-                f"On one machine with launcher={result['launcher']}: about "
-                f"{result['wall_hours'] * 60:.0f} min of wall time for training and decoding (fetch, bpe "
-                f"and aggregate not counted)."
+                f"Estimated on one machine with launcher={result['launcher']}: about {duration(result['wall_hours'])} "
+                f"of wall time for training and decoding (fetch, bpe and aggregate not counted), at the rate measured "
+                f"on one 2-core machine; whole runs measured on others: docs/results.md#how-long-it-takes."
             )
     return "\n".join(lines)
+
+
+def duration(hours: float) -> str:
+    """Hours as a person reads them: minutes under two hours, hours under two days, then days, then years."""
+    if hours < 2:
+        return f"{hours * 60:.0f} min"
+    if hours < 48:
+        return f"{hours:.1f} hours"
+    if hours < 24 * 730:
+        return f"{hours / 24:.0f} days"
+    return f"{hours / (24 * 365):,.0f} years"
 
 
 def parallel_jobs() -> int:
