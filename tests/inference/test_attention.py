@@ -59,3 +59,31 @@ def test_the_rule_picks_the_first_relative_and_the_first_subordinate_clause():
     assert pick_sentences([" ".join(["w"] * (MAX_WORDS + 1))], both) == [(0, "first dev sentence")]
     assert pick_sentences(SOURCES[:1], REFERENCES[:1]) == [(0, "first dev sentence")]
     assert pick_sentences([], []) == []
+
+
+@pytest.mark.parametrize("tokens", [1, 3, 12])
+@pytest.mark.parametrize("draw", ["grid", "lines"])
+def test_every_text_of_a_figure_lies_inside_it(tmp_path, monkeypatch, tokens: int, draw: str):
+    """The title (however long the run's path), the colour bar's label and the token names fit inside the figure,
+    however few the tokens: a one-word sentence once cut its title off at both edges."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from aiayn.inference import drawing
+
+    drawn = []
+    monkeypatch.setattr(drawing, "save_png", lambda fig, path: drawn.append(fig) or path)
+    title = "/a/rather/long/path/to/runs/base/seed1: encoder-decoder attention, layer 3 of 3\n'" + "en" * 40 + "'"
+    weights = np.random.default_rng(0).dirichlet(np.ones(tokens), size=(4, tokens))
+    names = [f"▁tok{i}" for i in range(tokens)]
+    if draw == "grid":
+        plot_attention_grid(weights, names, names, tmp_path / "g.png", title, with_mean=True)
+    else:
+        plot_attention_lines(weights, names, tmp_path / "l.png", title)
+    (fig,) = drawn
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    width, height = fig.bbox.width, fig.bbox.height
+    for text in fig.findobj(lambda a: hasattr(a, "get_text") and hasattr(a, "get_window_extent")):
+        if not text.get_visible() or not text.get_text().strip():
+            continue
+        box = text.get_window_extent(renderer)
+        assert box.x0 >= -1 and box.x1 <= width + 1 and box.y0 >= -1 and box.y1 <= height + 1, text.get_text()

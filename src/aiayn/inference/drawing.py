@@ -9,6 +9,7 @@ aiayn.inference.attention.
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -18,6 +19,17 @@ from matplotlib.colors import PowerNorm
 from matplotlib.figure import Figure
 
 from aiayn.io import save_png
+
+TITLE_CHAR = 0.085  # inches: a character of a 9-point title, with room (measured: 0.066 on average, 0.079 for "en")
+BAR_LABEL = "attention weight\n(square-root scale)"
+BAR_HEIGHT = 1.3  # inches: the colour bar and its two-line label, which a short figure would cut off
+
+
+def _title(title: str, width_in: float) -> str:
+    """The title wrapped to a figure `width_in` inches wide, so that none of it falls off the figure's edges."""
+    chars = max(20, int((width_in - 0.2) / TITLE_CHAR))
+    return "\n".join(textwrap.fill(line, chars) for line in title.splitlines())
+
 
 # A line is drawn for a weight of at least this much: below it the figure would be a grey fog of every pair.
 MIN_WEIGHT = 0.1
@@ -43,7 +55,8 @@ def plot_attention_lines(weights: np.ndarray, tokens: Sequence[str], path: Path,
         raise ValueError(f"self-attention weights of shape {weights.shape} do not fit {length} tokens")
     # Inches: a row a token, the title above, a line of head names (in their colours) below; no layout engine.
     key_rows = math.ceil(heads / 8)
-    height = 0.24 * length + 0.5 + 0.2 * key_rows
+    title = _title(title, 6.5)
+    height = 0.24 * length + 0.5 + 0.2 * key_rows + 0.17 * title.count("\n")
     fig = Figure(figsize=(6.5, height))
     ax = fig.add_axes((0.0, (0.15 + 0.2 * key_rows) / height, 1.0, 0.24 * length / height))
     for side, x in (("right", -0.02), ("left", 1.02)):
@@ -109,8 +122,15 @@ def plot_attention_grid(
         mosaic[top : top + n_q, left : left + n_k] = panel
     # Inches: the image at CELL per token, margins for the token names (LABEL_CHAR a character), title, colour bar.
     left, bottom = 0.15 + LABEL_CHAR * max(map(len, rows)), 0.15 + LABEL_CHAR * max(map(len, columns))
-    top, right = 0.3 + 0.17 * title.count("\n"), 1.0
+    right = 1.0
     width, height = CELL * mosaic.shape[1], CELL * mosaic.shape[0]
+    # A narrow image (few tokens) widens its figure for the title, up to 8 inches, then the title wraps; a short one
+    # grows its bottom margin for the colour bar's label.
+    spare = max(0.0, min(8.0, TITLE_CHAR * max(map(len, title.splitlines())) + 0.3) - (left + width + right))
+    left, right = left + spare / 2, right + spare / 2
+    title = _title(title, left + width + right)
+    top = 0.3 + 0.17 * title.count("\n")
+    bottom += max(0.0, BAR_HEIGHT + 0.3 - (bottom + height))
     fig = Figure(figsize=(left + width + right, bottom + height + top))
     size = fig.get_size_inches()
     ax = fig.add_axes((left / size[0], bottom / size[1], width / size[0], height / size[1]))
@@ -127,6 +147,9 @@ def plot_attention_grid(
             ax.text(c * tile_w + k, mosaic.shape[0] - 0.2, token, ha="center", va="top", rotation=90, fontsize=5)
     ax.axis("off")
     fig.suptitle(title, fontsize=9, y=1 - 0.05 / size[1], va="top")
-    bar = fig.add_axes(((left + width + 0.15) / size[0], 0.25, 0.12 / size[0], 0.5))
-    fig.colorbar(image, cax=bar, label="attention weight (square-root scale)")
+    bar_height = max(BAR_HEIGHT, 0.5 * height)
+    bar_bottom = bottom + height - bar_height
+    bar = fig.add_axes(((left + width + 0.15) / size[0], bar_bottom / size[1], 0.12 / size[0], bar_height / size[1]))
+    fig.colorbar(image, cax=bar).set_label(BAR_LABEL, fontsize=7)
+    bar.tick_params(labelsize=6)
     return save_png(fig, path)
