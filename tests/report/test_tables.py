@@ -320,3 +320,12 @@ def test_the_plan_is_handed_over_typed_as_table3_decided_it(fabricated):
         assert (bleu.test, bleu.verdict, bleu.margin) == shown
     with pytest.raises(ValueError, match="not a plan record"):
         PlanRecord.from_json({"rows": {}}, "x.json")
+
+
+def test_a_row_planned_beyond_max_seeds_says_it_stays_where_it_is():
+    from aiayn.report.table3 import _planned_cell
+
+    row = {"row": "A1", "planning_sd": 0.5, "seeds_planned": 11, "seeds_max": 10, "n_seeds": 4}
+    assert _planned_cell(row) == "11 (> 10: stays at 4)"
+    assert _planned_cell(row | {"seeds_planned": 8}) == "8"
+    assert _planned_cell(row | {"seeds_planned": None}).startswith("> ")

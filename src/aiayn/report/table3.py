@@ -135,7 +135,7 @@ def build_table3(records: Sequence[RunRecord], design: Design = Design()) -> lis
     )
     out = []
     for r in rows:
-        row = dict(r, **decided[r["row"]])
+        row = dict(r, **decided[r["row"]], seeds_max=design.max_seeds)
         log_ratio = {k: row.get(f"delta_log_ppl{k}") for k in ("", "_ci95_low", "_ci95_high")}
         row.update({f"ppl_ratio{k}": exp_or_none(v) for k, v in log_ratio.items()})
         out.append({k: row.get(k) for k in KEYS})
@@ -176,9 +176,15 @@ def _ratio_interval(row: Mapping[str, Any]) -> str:
 
 
 def _planned_cell(row: Mapping[str, Any]) -> str:
+    """The seeds the row's plan asks for; one beyond design.max_seeds says the row stays at the seeds it has."""
     if row["row"] == BASE or all(row.get(k) is None for k in ("planning_sd", "planning_sd_ppl")):
         return DASH
-    return f"> {SEEDS_UP_TO}" if row.get("seeds_planned") is None else str(row["seeds_planned"])
+    planned, most = row.get("seeds_planned"), row.get("seeds_max")
+    if planned is None:
+        return f"> {SEEDS_UP_TO}"
+    if most is not None and planned > most:
+        return f"{planned} (> {most}: stays at {row['n_seeds']})"
+    return str(planned)
 
 
 def _claim_keys(measure: Measure) -> tuple[str, ...]:
@@ -264,7 +270,7 @@ COLUMNS: tuple[Column, ...] = (
         lambda r: verdict_cell(r, "verdict_ppl"),
         metrics=(("verdict_ppl", lambda r: None if r["verdict_ppl"] is None else verdict_cell(r, "verdict_ppl")),),
     ),
-    Column("seeds planned", ("seeds_planned",), _planned_cell),
+    Column("seeds planned", ("seeds_planned", "seeds_max"), _planned_cell),
     Column("params (M)", ("params_m",), lambda r: num(r["params_m"], 3)),
     Column(None, ("paper_params_m",)),
     Column(None, ("failed_runs",)),  # listed below the markdown table
@@ -347,7 +353,8 @@ def legend(context: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], design
         f"level, the most any claim needs within {design.max_seeds} (design.max_seeds), planned from the "
         f"{design.planning_pool} of the rows' variances (BLEU {_shown(base.get('planning_sd'), '.3g')}, log PPL "
         f"{_shown(base.get('planning_sd_ppl'), '.3g')}): to reproduce the difference of interest, or for a "
-        f"no-difference claim to show it within ±δ when there is none; > {SEEDS_UP_TO}: out of reach. {stage}\n\n"
+        f"no-difference claim to show it within ±δ when there is none; more than {design.max_seeds}: the row stays at "
+        f"the seeds it has, its verdicts final (the cell says so); > {SEEDS_UP_TO}: out of reach. {stage}\n\n"
         f"sacreBLEU signature of dev BLEU: {context.get('dev_signature') or DASH}.\n"
         + _changed(context.get("design_changed") or ())
     )
