@@ -16,7 +16,7 @@ from tests.scripts import results
 
 from aiayn.report.collect import RunRecord
 from aiayn.report.table3 import build_table3
-from aiayn.verdicts import simulation as design_sim
+from aiayn.verdicts import simulation
 from aiayn.verdicts.decide import BASE
 from aiayn.verdicts.significance import Design
 
@@ -25,35 +25,35 @@ from aiayn.verdicts.significance import Design
 # aiayn.verdicts.extension would make from it, and the final table; BLEU and PPL claims, one family.
 
 STUDIES = 1000
-DESIGN = design_sim.NOW
-M = len(design_sim.claims(DESIGN))  # 38 claims: Bonferroni's m
+DESIGN = simulation.NOW
+M = len(simulation.claims(DESIGN))  # 38 claims: Bonferroni's m
 
 
-@pytest.mark.parametrize("scenario", design_sim.scenarios(DESIGN), ids=lambda s: s.name)
+@pytest.mark.parametrize("scenario", simulation.scenarios(DESIGN), ids=lambda s: s.name)
 def test_the_design_keeps_its_promise(scenario):
     """The share of tables with any false verdict (a sign claimed, a difference beyond the margin claimed, no
     difference claimed where there is one) stays within alpha plus three simulation errors; the claims' mean
     false-verdict rate within their share alpha/m plus three errors of that mean; and no claim is detectably above
     its share (an exact binomial test over the 38 claims): no row pays for the others, however differently they
     spread (issue 38)."""
-    (tally,) = design_sim.simulate(scenario, [DESIGN], STUDIES, seed=sum(map(ord, scenario.name)))
-    share, claims = 0.05 / M, design_sim.claims(DESIGN)
+    (tally,) = simulation.simulate(scenario, [DESIGN], STUDIES, seed=sum(map(ord, scenario.name)))
+    share, claims = 0.05 / M, simulation.claims(DESIGN)
     worst = max(claims, key=lambda c: tally.rate(tally.false, c))
     mean = sum(tally.false.values()) / (STUDIES * M)
     print(
         f"{scenario.name}: family-wise false-verdict rate {tally.family_rate:.4f}, {tally.extended} of {STUDIES} "
         f"extended; claims' mean rate {mean:.5f} (share {share:.5f}); worst {worst} {tally.rate(tally.false, worst)}"
     )
-    assert tally.family_rate <= design_sim.bound(0.05, STUDIES)
+    assert tally.family_rate <= simulation.bound(0.05, STUDIES)
     assert mean <= share + 3 * math.sqrt(share * (1 - share) / (STUDIES * M))
-    assert not [c for c in claims if design_sim.above_share(tally.false.get(c, 0), STUDIES, share, M)]
+    assert not [c for c in claims if simulation.above_share(tally.false.get(c, 0), STUDIES, share, M)]
     assert tally.extended > 0
 
 
 def test_the_per_claim_check_finds_a_claim_above_its_share():
     """The check above can fail: a claim false in 1% of studies, eight times its share, is found."""
-    assert design_sim.above_share(10, 1000, 0.05 / 38, 38)
-    assert not design_sim.above_share(4, 1000, 0.05 / 38, 38)
+    assert simulation.above_share(10, 1000, 0.05 / 38, 38)
+    assert not simulation.above_share(4, 1000, 0.05 / 38, 38)
 
 
 def test_a_pooled_spread_starves_narrow_rows_where_the_median_does_not():
@@ -61,25 +61,25 @@ def test_a_pooled_spread_starves_narrow_rows_where_the_median_does_not():
     spread it does not have, so A1 and B1 are left at the pilot and seldom reproduce the paper's -0.9 and -0.7
     (0.36 and 0.10 here, against 0.8 with rows alike); the median of the rows' variances plans them as if the
     wide rows were not there (issue 38)."""
-    wide = design_sim.Scenario("wide", truth=design_sim.PAPER_DELTA, wide={"D1": 4.0, "big": 4.0, "C3": 4.0})
+    wide = simulation.Scenario("wide", truth=simulation.PAPER_DELTA, wide={"D1": 4.0, "big": 4.0, "C3": 4.0})
     bleu = replace(DESIGN, columns=("bleu",))
-    median, pooled = design_sim.simulate(wide, [bleu, replace(bleu, planning_pool="pooled")], 300, seed=5)
+    median, pooled = simulation.simulate(wide, [bleu, replace(bleu, planning_pool="pooled")], 300, seed=5)
     for row in ("A1", "B1"):
         got = median.rate(median.decided_final, (row, "bleu")), pooled.rate(pooled.decided_final, (row, "bleu"))
         print(f"{row} reproduced: median {got[0]:.2f}, pooled {got[1]:.2f}")
         assert got[0] > got[1] + 0.3
-    assert median.family_rate <= design_sim.bound(0.05, 300) and pooled.family_rate <= design_sim.bound(0.05, 300)
+    assert median.family_rate <= simulation.bound(0.05, 300) and pooled.family_rate <= simulation.bound(0.05, 300)
 
 
 def test_planted_paper_effects_are_resolved_as_planned():
     """The paper's differences planted at scale 1 with typical spreads: a claim the plan extends within max_seeds is
     reproduced about as often as the plan's 80% power (the pilot's spread is an estimate); nothing false is claimed
     beyond alpha. Each claim's share reproduced is printed."""
-    scenario = design_sim.Scenario("paper", truth=design_sim.PAPER_DELTA)
-    (tally,) = design_sim.simulate(scenario, [DESIGN], 400, seed=12)
-    reproduced = {c: tally.rate(tally.decided_final, c) for c in design_sim.claims(DESIGN)}
+    scenario = simulation.Scenario("paper", truth=simulation.PAPER_DELTA)
+    (tally,) = simulation.simulate(scenario, [DESIGN], 400, seed=12)
+    reproduced = {c: tally.rate(tally.decided_final, c) for c in simulation.claims(DESIGN)}
     print("share decided:", {f"{r} {c}": round(p, 2) for (r, c), p in reproduced.items()})
-    assert tally.family_rate <= design_sim.bound(0.05, 400)
+    assert tally.family_rate <= simulation.bound(0.05, 400)
     # At these spreads the plan reaches the large effects within 10 seeds: C1 -2.1 BLEU and PPL x1.24, C4 -1.3 and
     # x1.17, D1 -1.2 and x1.17, big +0.6 BLEU and x0.88.
     assert all(reproduced[(row, "bleu")] >= 0.7 for row in ("C1", "C4", "D1"))
