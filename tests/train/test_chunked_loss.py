@@ -25,11 +25,12 @@ def _inputs(n=37, d=16, vocab=53, pad_id=0, seed=0, dtype=torch.float64):
 @pytest.mark.parametrize("epsilon", [0.0, 0.1, 0.4])
 @pytest.mark.parametrize("chunk", [1, 7, 37, 1000])
 @pytest.mark.parametrize("pad_id", [0, 5])
-def test_loss_and_gradients_equal_the_plain_loss(epsilon, chunk, pad_id):
+@pytest.mark.parametrize("skip_pad", [False, True], ids=["all", "skip_pad"])
+def test_loss_and_gradients_equal_the_plain_loss(epsilon, chunk, pad_id, skip_pad):
     hidden, weight, target = _inputs(pad_id=pad_id)
     loss, nll = label_smoothed_nll_loss(F.linear(hidden, weight), target, epsilon, pad_id)
     g_hidden, g_weight = torch.autograd.grad(loss, (hidden, weight))
-    c_loss, c_nll = chunked_label_smoothed_nll_loss(hidden, weight, target, epsilon, pad_id, chunk)
+    c_loss, c_nll = chunked_label_smoothed_nll_loss(hidden, weight, target, epsilon, pad_id, chunk, skip_pad)
     c_hidden, c_weight = torch.autograd.grad(3.0 * c_loss, (hidden, weight))  # an upstream gradient other than 1
     torch.testing.assert_close(c_loss, loss.float(), rtol=1e-6, atol=0)
     torch.testing.assert_close(c_nll, nll.float(), rtol=1e-6, atol=0)
@@ -48,14 +49,15 @@ def test_the_gradient_formula_is_the_autograd_gradient_of_the_loss():
     torch.testing.assert_close(smoothed_nll_grad(lprobs.detach(), target, 0.1, 0), auto)
 
 
-def test_under_bf16_autocast_it_is_as_accurate_as_the_plain_loss():
+@pytest.mark.parametrize("skip_pad", [False, True], ids=["all", "skip_pad"])
+def test_under_bf16_autocast_it_is_as_accurate_as_the_plain_loss(skip_pad):
     """Against the float64 truth, the chunked loss in bf16 autocast errs no more than the plain loss does."""
     hidden, weight, target = _inputs(n=64, d=32, vocab=200, dtype=torch.float32)
     truth_loss, _ = label_smoothed_nll_loss(F.linear(hidden.double(), weight.double()), target, 0.1, 0)
     truth = torch.autograd.grad(truth_loss, (hidden, weight))
     with torch.autocast("cpu", dtype=torch.bfloat16):
         loss, _ = label_smoothed_nll_loss(F.linear(hidden, weight), target, 0.1, 0)
-        c_loss, _ = chunked_label_smoothed_nll_loss(hidden, weight, target, 0.1, 0, 50)
+        c_loss, _ = chunked_label_smoothed_nll_loss(hidden, weight, target, 0.1, 0, 50, skip_pad)
     plain = torch.autograd.grad(loss, (hidden, weight))
     chunked = torch.autograd.grad(c_loss, (hidden, weight))
     assert chunked[0].dtype == hidden.dtype and chunked[1].dtype == weight.dtype
@@ -65,10 +67,11 @@ def test_under_bf16_autocast_it_is_as_accurate_as_the_plain_loss():
         assert (c - t).norm() < 0.02 * t.norm()
 
 
-def test_no_gradient_wanted_computes_none():
+@pytest.mark.parametrize("skip_pad", [False, True], ids=["all", "skip_pad"])
+def test_no_gradient_wanted_computes_none(skip_pad):
     hidden, weight, target = _inputs()
     with torch.no_grad():
-        loss, _ = chunked_label_smoothed_nll_loss(hidden, weight, target, 0.1, 0, 8)
+        loss, _ = chunked_label_smoothed_nll_loss(hidden, weight, target, 0.1, 0, 8, skip_pad)
     assert not loss.requires_grad
     torch.testing.assert_close(loss, label_smoothed_nll_loss(F.linear(hidden, weight), target, 0.1, 0)[0].float())
 

@@ -180,6 +180,14 @@ class TrainConfig(Sealable):
     # 0 = off; K: the output projection and the loss K target tokens at a time, the whole (N, V) logits never in
     # memory (aiayn.train.chunked_loss): the same function within float rounding, for large vocabularies and batches
     loss_chunk_tokens: int = observed(0, at_least=0, note=" (0: the whole logits at once)")
+    # With loss_chunk_tokens: the projection and loss over the non-pad target tokens only (pad targets add nothing
+    # to either), in fewer passes over each chunk's logits (aiayn.train.chunked_loss): the same function within float
+    # rounding; 1.2x the m30k_tiny step on CPU (bench/train_step.py)
+    loss_skip_pad: bool = observed(False)
+    # Under trainer.deterministic, torch fills every new uninitialised tensor with NaN (or the integer maximum) so
+    # that a read of one is reproducible (torch.utils.deterministic.fill_uninitialized_memory, on by default there);
+    # false skips the fills: the same numbers wherever no uninitialised memory is read, 1.1x the m30k_tiny step on CPU
+    deterministic_fill: bool = observed(True)
     fused_adam: bool = observed(True)  # torch's fused Adam kernel where the device supports it (CUDA and CPU)
     num_workers: int = observed(0)
     resume: bool = observed(True)  # continue from checkpoints/last.ckpt when its config matches

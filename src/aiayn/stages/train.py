@@ -156,6 +156,10 @@ def _train(cfg: Config, spec: RunSpec) -> dict[str, Any]:
         plugins=[AtomicCheckpointIO()],
         use_distributed_sampler=False,  # TokenBatchSampler shards by rank itself
     )
+    # train.deterministic_fill: whether new tensors are filled under trainer.deterministic (this process's setting
+    # while it trains, restored after)
+    fill = torch.utils.deterministic.fill_uninitialized_memory  # type: ignore[attr-defined]
+    torch.utils.deterministic.fill_uninitialized_memory = cfg.train.deterministic_fill  # type: ignore[attr-defined]
     try:
         trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
         summary = _summary(cfg, trainer, module, datamodule, progress, tokenizer, batches) | {"float_path": float_path}
@@ -173,6 +177,7 @@ def _train(cfg: Config, spec: RunSpec) -> dict[str, Any]:
             tracking.safe_log(wandb_run, {f"final/{k}": v for k, v in summary.items() if isinstance(v, float)})
             tracking.log_output(wandb_run, tracking.checkpoint_artifact(cfg))
     finally:
+        torch.utils.deterministic.fill_uninitialized_memory = fill  # type: ignore[attr-defined]
         tracking.finish(wandb_run)
     return summary
 

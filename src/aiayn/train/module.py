@@ -48,7 +48,8 @@ class TranslationModule(L.LightningModule):
 
     def _losses(self, batch: dict[str, torch.Tensor], epsilon: float) -> tuple[torch.Tensor, torch.Tensor]:
         chunk = self.train_cfg.loss_chunk_tokens
-        return batch_loss(self.model, batch, epsilon, self.pad_id, chunk, self._model_loss)
+        skip_pad = self.train_cfg.loss_skip_pad
+        return batch_loss(self.model, batch, epsilon, self.pad_id, chunk, self._model_loss, skip_pad)
 
     def compile_step(self, **options: Any) -> None:
         """train.compile: torch.compile the forward pass together with the loss, so that the log-softmax and the

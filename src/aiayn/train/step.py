@@ -29,13 +29,22 @@ def model_loss(model: Transformer, pad_id: int) -> ModelLoss:
 
 
 def batch_loss(
-    model: Transformer, batch: Mapping[str, Tensor], epsilon: float, pad_id: int, chunk: int, whole: ModelLoss
+    model: Transformer,
+    batch: Mapping[str, Tensor],
+    epsilon: float,
+    pad_id: int,
+    chunk: int,
+    whole: ModelLoss,
+    skip_pad: bool = False,
 ) -> tuple[Tensor, Tensor]:
     """The summed label-smoothed loss and NLL of a batch: through `whole` (model_loss, compiled or not), or with
-    train.loss_chunk_tokens the projection and loss `chunk` target tokens at a time, the logits never whole."""
+    train.loss_chunk_tokens the projection and loss `chunk` target tokens at a time, the logits never whole (with
+    train.loss_skip_pad, over the non-pad targets alone)."""
     if chunk:
         states = model.features(batch["src"], batch["tgt_in"])  # (B, T, D)
-        return chunked_label_smoothed_nll_loss(states, model.output_weight, batch["tgt_out"], epsilon, pad_id, chunk)
+        return chunked_label_smoothed_nll_loss(
+            states, model.output_weight, batch["tgt_out"], epsilon, pad_id, chunk, skip_pad=skip_pad
+        )
     return whole(batch["src"], batch["tgt_in"], batch["tgt_out"], epsilon)
 
 
