@@ -16,7 +16,7 @@ over updates of today's seconds / its seconds in the same update, and the larges
 updates (equal to float tolerance: the same function; a variant that draws its dropout masks differently cannot
 match and is a departure, its curve then compared by the mean loss of the last half). Headline last:
 `RESULT train_step_speedup`, today's seconds / those of the fastest variant that keeps the function.
-Run: python bench/train_step.py [--steps 50] [--variants today,nofill,...] [--smoke]
+Run: python bench/train_step.py [--steps 50] [--variants today,no_fill,...] [--smoke]
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ VOCAB, CHUNK = 10000, 1024
 TOLERANCE = 1e-4  # largest |loss difference| over the updates that still counts as the same function
 
 
-def make_batches(n: int, tokens: int, spread: float, seed: int) -> list[dict[str, Tensor]]:
+def make_batches(n: int, tokens: int, spread: float, seed: int, vocab: int = VOCAB) -> list[dict[str, Tensor]]:
     """`n` batches of about `tokens` real target tokens (EOS counted), source and target right-padded."""
     g = torch.Generator().manual_seed(seed)
     out = []
@@ -57,9 +57,9 @@ def make_batches(n: int, tokens: int, spread: float, seed: int) -> list[dict[str
             t = round(src_len + spread * float(torch.randn((), generator=g)))
             lengths.append(min(max(t, 2), 60))  # target tokens with EOS
         b, t_max = len(lengths), max(lengths)
-        src = torch.randint(3, VOCAB, (b, src_len + 1), generator=g)
+        src = torch.randint(3, vocab, (b, src_len + 1), generator=g)
         src[:, -1] = EOS
-        y = torch.randint(3, VOCAB, (b, t_max), generator=g)
+        y = torch.randint(3, vocab, (b, t_max), generator=g)
         pos = torch.arange(t_max)[None]
         lens = torch.tensor(lengths)[:, None]
         y = torch.where(pos < lens - 1, y, torch.where(pos == lens - 1, EOS, PAD))
@@ -97,16 +97,16 @@ class Variant:
 
 VARIANTS: dict[str, Variant] = {
     "today": Variant(),
-    "nofill": Variant(fill=False),
+    "no_fill": Variant(fill=False),
     "clip_once": Variant(clip_once=True),
     "threads1": Variant(threads=1),
-    "fastloss": Variant(loss="fast"),
-    "fastloss_c256": Variant(loss="fast", chunk=256),
+    "skip_pad": Variant(loss="fast"),
+    "skip_pad_c256": Variant(loss="fast", chunk=256),
     "randdrop": Variant(dropout="rand"),
     "compile": Variant(compile="features"),
     "compile_fallback": Variant(compile="features_fallback"),
-    "nofill_fastloss": Variant(fill=False, loss="fast", clip_once=True),
-    "all_same": Variant(fill=False, loss="fast", clip_once=True, compile="features_fallback"),
+    "no_fill_skip_pad": Variant(fill=False, loss="fast", clip_once=True),
+    "all_same_fn": Variant(fill=False, loss="fast", clip_once=True, compile="features_fallback"),
     "all_departure": Variant(fill=False, loss="fast", clip_once=True, compile="features"),
 }
 
@@ -195,6 +195,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--smoke", action="store_true", help="a tiny model and batch: checks the script runs")
     args = parser.parse_args()
+    if args.smoke:  # a 1-layer d_model 32 model, vocabulary 1000, 256-token batches: seconds in all
+        args.steps, args.warmup, args.tokens, args.batches = min(args.steps, 3), 1, 256, 2
     names = ["today"] + [n for n in args.variants.split(",") if n and n != "today"]
     unknown = [n for n in names if n not in VARIANTS]
     if unknown:
@@ -205,8 +207,8 @@ def main() -> None:
     if args.smoke:
         cfg.update(n_layers=1, d_model=32, d_ff=64, d_k=8, d_v=8)
         TINY["d_model"] = 32
-    init = Transformer(ModelConfig(**cfg), VOCAB, PAD)
-    batches = make_batches(args.batches, args.tokens, args.tgt_spread, args.seed)
+    init = Transformer(ModelConfig(**cfg), 1000 if args.smoke else VOCAB, PAD)
+    batches = make_batches(args.batches, args.tokens, args.tgt_spread, args.seed, init.output_weight.size(0))
     runners = [Runner(n, VARIANTS[n], init, args.seed) for n in names]
     padded = statistics.mean(b["tgt_out"].numel() for b in batches)
     print(

@@ -20,6 +20,7 @@ SMOKE = [
         ["--tokens", "256", "--chunk", "64", "--vocab", "500", "--d-model", "32", "--steps", "1", "--rounds", "1"],
         "chunks_memory_ratio",
     ),
+    ("train_step.py", ["--smoke", "--variants", "today,no_fill,skip_pad"], "train_step_speedup"),
     (
         "decode_speed.py",
         ["--shape", "small", "--vocab", "300", "--sentences-b64", "4", "--sentences-b1", "2", "--src-len", "5"],
