@@ -62,8 +62,8 @@ def test_dvc_exp_show_at_200_columns_shows_every_headline_number(tmp_path: Path)
     params = (repo / "params.yaml").read_text()
     (repo / "params.yaml").write_text(params.replace("lr_factor: null", "lr_factor: 2", 1))  # an experiment's -S
     dvc = [sys.executable, "-m", "dvc"]
-    shown = subprocess.run([*dvc, "exp", "show", "--no-pager", "--only-changed"], cwd=repo, env=env, text=True,
-                           capture_output=True)  # fmt: skip
+    command = ["exp", "show", "--no-pager", "--only-changed", "--drop", "runs|evals|.*/.*"]  # the README's
+    shown = subprocess.run([*dvc, *command], cwd=repo, env=env, text=True, capture_output=True)
     assert shown.returncode == 0, shown.stderr
     assert "…" not in shown.stdout, shown.stdout
     header = next(line for line in shown.stdout.splitlines() if "Experiment" in line)
