@@ -13,6 +13,7 @@ from omegaconf import DictConfig
 
 from aiayn.config.composition import (
     CONF_DIR,
+    ROOT_CONFIG,
     check_row_overrides,
     override_key,
     override_values,
@@ -122,4 +123,4 @@ def hydra_main(run: Callable[[Config], Any]) -> None:
         except OneLineError as err:  # a full disk, a failed download: one line naming the file; no traceback
             sys.exit(f"error: {err}")
 
-    hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")(job)()
+    hydra.main(config_path=str(CONF_DIR), config_name=ROOT_CONFIG, version_base="1.3")(job)()

@@ -84,7 +84,7 @@ def _train(cfg: Config, spec: RunSpec) -> dict[str, Any]:
     atomic_write_text(run_dir / folders.CONFIG, OmegaConf.to_yaml(tracking.scrub(dataclasses.asdict(cfg))))
     L.seed_everything(cfg.seed, workers=True)
     tokenizer = Tokenizer(bpe_dir / folders.TOKENIZER)
-    _carry_tokenizer(bpe_dir / folders.TOKENIZER, run_dir / folders.TOKENIZER, tokenizer.sha256)
+    _carry_tokenizer(bpe_dir / folders.TOKENIZER, run_dir / folders.TOKENIZER)
     batches = batching(cfg.trainer, cfg.train)
     datamodule = TranslationDataModule(
         bpe_dir,
@@ -182,11 +182,11 @@ def _train(cfg: Config, spec: RunSpec) -> dict[str, Any]:
     return summary
 
 
-def _carry_tokenizer(source: Path, dest: Path, sha256: str) -> None:
+def _carry_tokenizer(source: Path, dest: Path) -> None:
     """The run folder's own copy of its tokenizer, as a Hugging Face model folder carries its own: a copied run
     folder translates and exports anywhere (aiayn.inference.trained.tokenizer_dir), checked against the checkpoints'
     fingerprint there. Written once, atomically; a copy of another tokenizer is replaced."""
-    if dest.is_file() and Tokenizer(dest).sha256 == sha256:
+    if dest.is_file() and dest.read_bytes() == source.read_bytes():
         return
     with atomic_path(dest) as tmp:
         shutil.copyfile(source, tmp)

@@ -3,7 +3,7 @@ extension it plans (aiayn.verdicts.decide.plan_extension) and the final table, m
 the tables promise (all verdicts together wrong with probability at most alpha) is checked here, by
 tests/verdicts/test_decide.py, and docs/verdicts.md's tables come from it:
 
-    python src/aiayn/verdicts/simulation.py [--studies 2000] [--pilot 4]   # every scenario, the default design
+    aiayn-simulate [--studies 2000] [--pilot 4]   # every scenario, the default design (python -m: same)
 
 Ends with RESULT lines: the worst family-wise false-verdict rate over the scenarios against its bound (target: at
 most the bound, alpha 0.05 plus the simulation's own error), that ratio last.
@@ -194,9 +194,7 @@ NOW = Design(pilot_seeds=(1, 2, 3, 4), bleu_scale=1.0, ppl_scale=1.0)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        prog="python src/aiayn/verdicts/simulation.py", description=__doc__.splitlines()[0]
-    )
+    parser = argparse.ArgumentParser(prog="aiayn-simulate", description=__doc__.splitlines()[0])
     parser.add_argument("--studies", type=int, default=2000, help="simulated studies a scenario (default 2000)")
     parser.add_argument("--pilot", type=int, default=len(NOW.pilot_seeds or ()), help="the design's pilot seeds")
     args = parser.parse_args(argv)
