@@ -68,6 +68,7 @@ DATA_SOURCES = ("synthetic", "local", "multi30k", "wmt14_en_de", "wmt14_en_fr")
 NORMAL_FORMS = ("NFC", "NFD", "NFKC", "NFKD")  # Unicode normalisation of every sentence (unicodedata)
 # what a training batch's sentences share most: the source's length (the default, fairseq's order), or the longer side's
 BATCH_ORDERS = ("source", "longer")
+LR_SCHEDULES = ("inverse_sqrt", "linear")  # train.lr_schedule (aiayn.train.schedule), the paper's first
 # what max_tokens counts: real target tokens alone (the default), or padded positions or real tokens per side
 BATCH_BUDGETS = ("target", "padded", "real")
 DECODE_STRATEGIES = ("beam", "greedy")
@@ -153,6 +154,9 @@ class TrainConfig(Sealable):
     batch_budget: str = choice(*BATCH_BUDGETS)
     lr_factor: float = mark(1.0, positive=True)  # multiplies Eq. 3; 1.0 is the paper
     warmup_steps: int = relative(4000)
+    # "inverse_sqrt": Eq. 3 (the paper). "linear": Eq. 3's warmup to the same peak, then a linear decay to zero at
+    # max_steps, a schedule set by the run's budget (aiayn.train.schedule; docs/departures.md#budgeted-schedule)
+    lr_schedule: str = choice(*LR_SCHEDULES)
     adam_beta1: float = mark(0.9, unit=True)
     adam_beta2: float = mark(0.98, unit=True)
     adam_eps: float = mark(1e-9, positive=True)
@@ -195,6 +199,11 @@ class TrainConfig(Sealable):
     def __post_init__(self) -> None:
         """What the values must say together (each alone: the marks). Runs when a TrainConfig is built from a
         config (aiayn.config.resolve.prepare, before any work), not on Hydra's own composition."""
+        if self.lr_schedule == "linear" and self.max_steps <= self.warmup_steps:
+            raise ValueError(
+                f"train.lr_schedule=linear decays to zero at train.max_steps={self.max_steps}, which must exceed "
+                f"train.warmup_steps={self.warmup_steps}"
+            )
         if self.max_tokens > self.batch_tokens:
             raise ValueError(f"train.max_tokens={self.max_tokens} exceeds train.batch_tokens={self.batch_tokens}")
         if self.ckpt_every_steps and self.ckpt_every_minutes:

@@ -13,7 +13,7 @@ from aiayn.config.schema import TrainConfig
 from aiayn.model.transformer import Transformer
 from aiayn.train.chunked_loss import chunked_label_smoothed_nll_loss
 from aiayn.train.label_smoothing import label_smoothed_nll_loss
-from aiayn.train.schedule import inverse_sqrt_lr
+from aiayn.train.schedule import learning_rate
 
 ModelLoss = Callable[[Tensor, Tensor, Tensor, float], tuple[Tensor, Tensor]]
 
@@ -51,14 +51,17 @@ def batch_loss(
 def optimizer_and_schedule(
     parameters: Iterable[Tensor], train: TrainConfig, d_model: int, device: torch.device
 ) -> tuple[torch.optim.Adam, torch.optim.lr_scheduler.LambdaLR]:
-    """Adam with the train config's betas and eps, and Eq. 3 as a per-update schedule: LambdaLR multiplies lr=1.0,
-    so the lambda is the learning rate itself, and optimizer step k uses Eq. 3 at k+1. One fused kernel over all
+    """Adam with the train config's betas and eps, and train.lr_schedule (Eq. 3 by default) per update: LambdaLR
+    multiplies lr=1.0, so the lambda is the learning rate itself, and optimizer step k uses Eq. 3 at k+1. One fused kernel over all
     parameters where the device has one (train.fused_adam)."""
     fused = device.type in ("cuda", "cpu") and train.fused_adam
     optimizer = torch.optim.Adam(
         parameters, lr=1.0, betas=(train.adam_beta1, train.adam_beta2), eps=train.adam_eps, fused=fused
     )
     schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda k: inverse_sqrt_lr(k + 1, d_model, train.warmup_steps, train.lr_factor)
+        optimizer,
+        lambda k: learning_rate(
+            train.lr_schedule, k + 1, d_model, train.warmup_steps, train.max_steps, train.lr_factor
+        ),
     )
     return optimizer, schedule
