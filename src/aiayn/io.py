@@ -71,7 +71,7 @@ def atomic_path(path: Path | str, needed: int | None = None) -> Iterator[Path]:
     os.close(fd)
     try:
         yield Path(tmp)
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp's 0600 would hide results from the rest of a shared group
+        os.chmod(tmp, 0o666 & ~umask())  # mkstemp's 0600 would hide results from the rest of a shared group
         os.replace(tmp, path)
     except BaseException as err:
         written = Path(tmp).stat().st_size if Path(tmp).exists() else None
@@ -81,7 +81,8 @@ def atomic_path(path: Path | str, needed: int | None = None) -> Iterator[Path]:
         raise
 
 
-def _umask() -> int:
+def umask() -> int:
+    """This process's umask (read without changing it)."""
     mask = os.umask(0)
     os.umask(mask)
     return mask

@@ -125,3 +125,40 @@ def test_off_intel_mkl_computes_the_avx2_branch_as_auto() -> None:
     # the control: MKL computes these products and reads MKL_CBWR (its branch for every vendor gives other weights)
     compatible = _train(1, None, ATEN_CPU_CAPABILITY="avx2", MKL_CBWR="COMPATIBLE")
     assert compatible["weight"] != auto["weight"]
+
+
+def test_a_run_resumed_on_another_float_path_lists_each_segment_and_says_it_is_mixed(tmp_path, caplog) -> None:
+    from aiayn.run.floatpath import mixed, record_segment
+
+    path = tmp_path / "segments.json"
+    first = record_segment(path, 0, "AVX512 kernels, MKL unpinned, 2 threads")
+    assert [s["from_step"] for s in first] == [0] and not mixed(first)
+    # killed before its first checkpoint: the next process resumes from the same step and replaces the segment
+    again = record_segment(path, 0, "AVX512 kernels, MKL unpinned, 2 threads")
+    assert len(again) == 1
+    with caplog.at_level("WARNING", logger="aiayn.run.floatpath"):
+        resumed = record_segment(path, 300, "AVX2 kernels, MKL_CBWR=AVX2, 1 thread")
+    assert [s["from_step"] for s in resumed] == [0, 300] and mixed(resumed)
+    assert "resumed at step 300 on another float path" in caplog.text and "from step 0: AVX512" in caplog.text
+    assert json.loads(path.read_text()) == resumed
+    # a resume from a checkpoint older than a segment's start drops that segment: its steps are redone
+    back = record_segment(path, 200, "AVX512 kernels, MKL unpinned, 2 threads")
+    assert [s["from_step"] for s in back] == [0, 200] and not mixed(back)
+
+
+def test_a_segments_file_that_does_not_parse_is_named_and_replaced(tmp_path, caplog) -> None:
+    from aiayn.run.floatpath import record_segment
+
+    path = tmp_path / "segments.json"
+    path.write_text("{not json")
+    with caplog.at_level("WARNING", logger="aiayn.run.floatpath"):
+        segments = record_segment(path, 50, None)
+    assert f"{path}: unreadable" in caplog.text
+    assert [s["from_step"] for s in segments] == [50]
+
+
+def test_the_cpu_model_is_read_from_cpuinfo() -> None:
+    from aiayn.run.floatpath import cpu_model
+
+    assert cpu_model("vendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 9R14\n") == "AMD EPYC 9R14"
+    assert cpu_model("processor : 0\n") is None

@@ -39,3 +39,47 @@ def test_bad_arguments_are_errors(kwargs):
     args = dict(step=1, d_model=512, warmup_steps=4000) | kwargs
     with pytest.raises(ValueError):
         inverse_sqrt_lr(**args)
+
+
+def test_the_budgeted_schedule_warms_up_as_eq3_then_falls_in_a_line_to_zero_at_the_budget():
+    from aiayn.train.schedule import learning_rate, linear_decay_lr
+
+    def linear(step: int) -> float:
+        return linear_decay_lr(step, d_model=128, warmup_steps=800, total_steps=1600, factor=1.6)
+
+    assert [linear(s) for s in (0, 1, 400, 800)] == [inverse_sqrt_lr(s, 128, 800, 1.6) for s in (0, 1, 400, 800)]
+    assert linear(800) == pytest.approx(0.005, rel=2e-3)  # m30k's peak
+    assert linear(1200) == pytest.approx(linear(800) * 401 / 801)  # halfway down
+    drops = [linear(s) - linear(s + 1) for s in range(800, 1600)]
+    assert min(drops) == pytest.approx(max(drops)) and min(drops) > 0  # a straight line
+    assert linear(1600) == pytest.approx(linear(800) / 801) and linear(1600) > 0  # the last update still moves
+    assert linear(1601) == 0.0
+    assert learning_rate("linear", 1000, 128, 800, 1600, 1.6) == linear(1000)
+    assert learning_rate("inverse_sqrt", 1000, 128, 800, 1600, 1.6) == inverse_sqrt_lr(1000, 128, 800, 1.6)
+    with pytest.raises(ValueError, match="more steps than its warmup"):
+        linear_decay_lr(1, d_model=128, warmup_steps=800, total_steps=800)
+    with pytest.raises(ValueError, match="train.lr_schedule='cosine'"):
+        learning_rate("cosine", 1, 128, 800, 1600)
+
+
+def test_the_optimizer_steps_at_the_configured_schedule_and_a_budget_shorter_than_warmup_is_refused():
+    import dataclasses
+
+    import torch
+
+    from aiayn.config.schema import TrainConfig
+    from aiayn.train.schedule import linear_decay_lr
+    from aiayn.train.step import optimizer_and_schedule
+
+    train = TrainConfig(max_steps=20, warmup_steps=5, lr_schedule="linear", fused_adam=False)
+    weight = torch.nn.Parameter(torch.zeros(3))
+    optimizer, schedule = optimizer_and_schedule([weight], train, 128, torch.device("cpu"))
+    rates = []
+    for _ in range(20):
+        rates.append(optimizer.param_groups[0]["lr"])
+        weight.grad = torch.ones(3)
+        optimizer.step()
+        schedule.step()
+    assert rates == [pytest.approx(linear_decay_lr(k, 128, 5, 20)) for k in range(1, 21)]
+    with pytest.raises(ValueError, match=r"train.lr_schedule=linear decays to zero at train.max_steps=5"):
+        dataclasses.replace(train, max_steps=5)

@@ -346,6 +346,7 @@ class PathsConfig(Sealable):
     evals: str = "evals"  # the evaluate stage's
     tuning: str = "decode_tuning"  # pipeline/tune_decode.py's (outside DVC's outputs)
     results: str = "results"
+    kept: str = "kept"  # finished seeds committed to the repository (aiayn.run.kept)
 
 
 @dataclass

@@ -3,6 +3,7 @@ run's config.yaml, train.json and curve.csv the stage keeps beside them (the agg
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Iterable, Mapping
@@ -31,7 +32,8 @@ TRAIN_NUMBERS = ("params", "vocab_size", "wall_time_s")
 class RunRecord:
     """One (row, seed) run; `ok` is False with a `reason` when eval.json is absent or unusable.
 
-    `path` is the evaluate stage's folder, which holds everything read here.
+    `path` is the evaluate stage's folder, which holds everything read here; `kept`: that folder is a kept seed's
+    (aiayn.run.kept), committed, where evals/ had none.
     """
 
     row: str
@@ -42,6 +44,7 @@ class RunRecord:
     config: dict[str, Any] = field(default_factory=dict)
     train: dict[str, Any] = field(default_factory=dict)
     eval: dict[str, Any] = field(default_factory=dict)
+    kept: bool = False
 
     def score(self, section: str, key: str) -> float | None:
         """A number of eval.json's `section` ("dev", "test"), or None when the run failed or did not record it."""
@@ -103,15 +106,22 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     return {str(k): v for k, v in data.items()}
 
 
-def read_run(spec: RunSpec) -> RunRecord:
+def read_run(spec: RunSpec, kept_root: Path | None = None) -> RunRecord:
     """Read one run (its eval.json from the evaluate stage's folder); problems become a failed record with the file
     and key named, never an exception.
 
     Reasons name files from the folders' own names down ("evals/A1/seed2/eval.json"), so the tables written
-    from them do not depend on where the checkout lives.
+    from them do not depend on where the checkout lives. Where evals/ has no eval.json and `kept_root` (the kept
+    seeds of this scale and data, aiayn.run.kept) has one, the kept seed is read.
     """
     path = spec.eval_dir
     eval_file = path / folders.EVAL
+    if not eval_file.is_file() and kept_root is not None:
+        kept = dataclasses.replace(spec, evals=kept_root)
+        if (kept.eval_dir / folders.EVAL).is_file():
+            record = read_run(kept)
+            record.kept = record.ok
+            return record
 
     def failed(reason: str) -> RunRecord:
         return RunRecord(spec.row, spec.seed, path, ok=False, reason=reason)
@@ -154,11 +164,12 @@ def collect_runs(
     seeds: Seeds,
     evals_dir: Path | None = None,
     variant: Mapping[str, Any] | None = None,
+    kept_root: Path | None = None,
 ) -> list[RunRecord]:
     """Every (row, seed) of one variant in the given order, including missing and failed runs with their reasons.
-    eval.json files are read from `evals_dir` (default: `runs_dir`)."""
+    eval.json files are read from `evals_dir` (default: `runs_dir`), else from `kept_root`'s kept seeds."""
     return [
-        read_run(RunSpec.for_row(row, seed, variant, runs_dir, evals_dir))
+        read_run(RunSpec.for_row(row, seed, variant, runs_dir, evals_dir), kept_root)
         for row, row_seeds in seeds_by_row(rows, seeds).items()
         for seed in row_seeds
     ]

@@ -20,6 +20,28 @@ from aiayn.verdicts.decide import PlanRecord
 from aiayn.verdicts.significance import Design
 
 
+def _kept_runs(records: Sequence[RunRecord], kept_root: Path | None) -> str | None:
+    """ "base seeds 1, 2, 3 (kept/m30k_budget/multi30k-lc.norm.tok)" for the runs read from the kept seeds, None for
+    none."""
+    kept: dict[str, list[int]] = {}
+    for r in records:
+        if r.kept:
+            kept.setdefault(r.row, []).append(r.seed)
+    if not kept or kept_root is None:
+        return None
+    where = "/".join(Path(kept_root).parts[-3:])
+    return "; ".join(f"{row} seed{'s' * (len(s) > 1)} {', '.join(map(str, s))}" for row, s in kept.items()) + (
+        f" ({where}: committed seeds, trained and evaluated before)"
+    )
+
+
+def _mixed_runs(records: Sequence[RunRecord]) -> str:
+    """ ", runs resumed on another float path, CPU or torch: base-s3" for the runs whose train.json says so
+    (aiayn.run.floatpath.record_segment), "" for none."""
+    mixed = [f"{r.row}-s{r.seed}" for r in records if r.train.get("mixed_float_paths")]
+    return f", runs resumed on another float path, CPU or torch: {', '.join(mixed)}" if mixed else ""
+
+
 def _distinct(records: Sequence[RunRecord], value: Callable[[RunRecord], Any], sep: str = ", ") -> str | None:
     """The distinct values of `value(run)` over the runs that have one, e.g. "tiny" or "tiny, small"."""
     return sep.join(sorted({str(v) for rec in records if (v := value(rec)) is not None})) or None
@@ -87,6 +109,7 @@ def write_tables(
     variant: Mapping[str, Any] | None = None,
     design: Design = Design(),
     design_changed: Sequence[str] = (),
+    kept_root: Path | None = None,
 ) -> dict[str, Any]:
     """Write table3.{md,csv,tex}, table2.{md,csv,tex}, sweep.{md,csv}, plan.json (Table 3's plan, typed), claims.png
     and learning_curves.png.
@@ -96,10 +119,11 @@ def write_tables(
     Evaluations are read from `evals_dir` (default: `runs_dir`). Tables 2 and 3 are of one `variant` (the rows
     themselves by default); the sweep table has every evaluated variant of the rows. `design` is how Table 3 decides its
     verdicts; `design_changed`, how it differs from its study's record (aiayn.verdicts.record), is said in the legend.
+    Seeds evals/ lacks are read from `kept_root` where kept there (aiayn.run.kept); the legends name them.
     """
     rows, out_dir = list(rows), Path(out_dir)
     seeds = seeds_by_row(rows, seeds)
-    records = collect_runs(Path(runs_dir), rows, seeds, evals_dir, variant)
+    records = collect_runs(Path(runs_dir), rows, seeds, evals_dir, variant, kept_root)
     ok = [r for r in records if r.ok]
     lengths = sentence_lengths(refs)
     context = dict(
@@ -107,13 +131,14 @@ def write_tables(
         data=_distinct(ok, _data_name),
         # train.json's (aiayn.run.floatpath.described): runs on other float paths are not expected to agree digit for
         # digit
-        float_path=_distinct(ok, lambda r: r.train.get("float_path"), "; "),
+        float_path=((_distinct(ok, lambda r: r.train.get("float_path"), "; ") or "") + _mixed_runs(ok)) or None,
         dev_signature=signatures(ok, "dev"),
         test_signature=signatures(ok, "test"),
         seeds=describe_seeds(seeds),
         sustained_flops_per_device=sustained_flops_per_device,
         lengths=f"{lengths[0]:.1f}/{lengths[1]:.1f} words",
         design_changed=list(design_changed),
+        kept=_kept_runs(records, kept_root),
     )
     table3 = build_table3(records, design)
     table2 = build_table2(records, lengths, sustained_flops_per_device)

@@ -254,7 +254,9 @@ def write_table2(rows: Sequence[dict[str, Any]], out_dir: Path, context: Mapping
     text = (
         "# Table 2: test BLEU and training cost\n\n" + markdown_table(header, body) + "\n"
         f"Scale: {context.get('scale') or DASH}; data: {context.get('data') or DASH}; float path: "
-        f"{context.get('float_path') or DASH}.\n\n"
+        f"{context.get('float_path') or DASH}."
+        + (f" Read from kept seeds: {context['kept']}." if context.get("kept") else "")
+        + "\n\n"
         "test BLEU (sacre) is detokenized sacreBLEU; test BLEU (tok) is the paper's tokenized, compound-split "
         "BLEU; test BLEU (lc tok) is the Multi30k literature's: hypotheses and references lowercased, "
         "punctuation-normalised and Moses-tokenised as its data/task1/tok files are, BLEU over those tokens as "

@@ -321,7 +321,9 @@ def legend(context: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], design
     columns = " and ".join({"bleu": "dev BLEU", "ppl": "dev PPL"}[c] for c in design.columns)
     return (
         f"Scale: {context.get('scale') or DASH}; data: {context.get('data') or DASH}; float path: "
-        f"{context.get('float_path') or DASH}; seeds asked: {context.get('seeds') or DASH}.\n\n"
+        f"{context.get('float_path') or DASH}; seeds asked: {context.get('seeds') or DASH}."
+        + (f" Read from kept seeds: {context['kept']}." if context.get("kept") else "")
+        + "\n\n"
         f"dev BLEU is sacreBLEU on the dev set, every row and base alike {checkpoints}; mean ± half-width of a "
         "95% Student-t interval over seeds. dev PPL is "
         "per-token (BPE) perplexity, the geometric mean over seeds with its 95% interval (seeds are averaged and "

@@ -22,9 +22,14 @@ names that in the record, so two runs whose float paths read differently are not
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import platform
+from pathlib import Path
+from typing import Any
+
+from aiayn.io import atomic_write_json
 
 log = logging.getLogger(__name__)
 
@@ -132,3 +137,66 @@ def described() -> str:
         + mkl_branch(os.environ.get("MKL_CBWR"), cpu_vendor())
         + f", {threads} thread{'s' if threads != 1 else ''}"
     )
+
+
+def cpu_model(cpuinfo: str | None = None) -> str | None:
+    """The CPU's model name from /proc/cpuinfo (or the text given), e.g. "AMD EPYC"; None where there is none."""
+    if cpuinfo is None:
+        try:
+            with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+                cpuinfo = f.read(65536)
+        except OSError:
+            return None
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "model name":
+            return value.strip() or None
+    return None
+
+
+def segment_machine(float_path: str | None) -> dict[str, Any]:
+    """What decides the numbers of a stretch of training besides its seed and data: the float path, the CPU's model
+    (two vendors' CPUs read alike in `described`), the torch version."""
+    import torch
+
+    return {"float_path": float_path, "cpu": cpu_model() or platform.processor() or None, "torch": torch.__version__}
+
+
+def record_segment(path: Path, from_step: int, float_path: str | None) -> list[dict[str, Any]]:
+    """Add this process's stretch of a run to its segments file (`path`, the run folder's segments.json) and return
+    every segment: the ones that trained the steps before `from_step` (those a resume keeps), then this one. A
+    process killed before its first checkpoint leaves a segment that the next one, resuming from the same step,
+    replaces. Written atomically; a file that does not parse is named and replaced, its segments unknown."""
+    segments: list[dict[str, Any]] = []
+    if path.is_file():
+        try:
+            loaded = json.loads(path.read_text(encoding="utf-8"))
+            segments = [s for s in loaded if isinstance(s, dict) and int(s.get("from_step", -1)) < from_step]
+        except (ValueError, TypeError) as err:
+            log.warning("%s: unreadable (%s); the segments before step %d are not known", path, err, from_step)
+    this = {"from_step": int(from_step), **segment_machine(float_path)}
+    if segments and any(_machine(s) != _machine(this) for s in segments):
+        log.warning(
+            "%s: resumed at step %d on another float path or CPU than the steps before (%s; now %s): train.json's "
+            "segments list each, and the run's numbers are not those of one path",
+            path.parent,
+            from_step,
+            "; ".join(f"from step {s['from_step']}: {_label(s)}" for s in segments),
+            _label(this),
+        )
+    segments.append(this)
+    atomic_write_json(path, segments)
+    return segments
+
+
+def _machine(segment: dict[str, Any]) -> tuple[Any, ...]:
+    return segment.get("float_path"), segment.get("cpu"), segment.get("torch")
+
+
+def _label(segment: dict[str, Any]) -> str:
+    return f"{segment.get('float_path')} on {segment.get('cpu')}, torch {segment.get('torch')}"
+
+
+def mixed(segments: list[dict[str, Any]]) -> bool:
+    """Whether a run's segments ran on more than one float path, CPU model or torch version."""
+    return len({_machine(s) for s in segments}) > 1

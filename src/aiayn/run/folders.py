@@ -37,6 +37,7 @@ def raw_file(split: str, side: str) -> str:
 CONFIG = "config.yaml"  # the resolved config, written first (a crashed run still says what it was)
 TRAIN_SUMMARY = "train.json"  # written last, when the run finished
 CURVE = "curve.csv"  # aiayn.run.curve's columns
+SEGMENTS = "segments.json"  # each process that trained the run: from which step, on which float path (floatpath)
 CHECKPOINTS = "checkpoints"  # last.ckpt to resume from, step-*.ckpt snapshots to average
 LAST_CHECKPOINT = "last.ckpt"
 SNAPSHOT = "step-{step:08d}"  # an averaging snapshot's name, without its .ckpt

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import logging
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ from aiayn.io import atomic_write_json
 from aiayn.report.summary import write_tables
 from aiayn.report.table2 import table2_headline, table2_metrics
 from aiayn.report.table3 import table3_headline, table3_metrics
-from aiayn.run import folders, tracking
+from aiayn.run import folders, kept, tracking
 from aiayn.run.folders import RunSpec
 from aiayn.verdicts import record
 from aiayn.verdicts.significance import Design
@@ -50,6 +51,7 @@ def aggregate(cfg: Config) -> dict[str, Any]:
         variant=dict(cfg.variant),
         design=design,
         design_changed=changed,
+        kept_root=kept.kept_root(cfg.paths.kept, cfg.scale.name, dataclasses.asdict(cfg.data)),
     )
     # `dvc metrics show` / `dvc exp show` read metrics.json: the few numbers a person compares across experiments, one
     # column each. Every row's headline numbers are rows.json's (an output, not a metric: no column each); the full

@@ -18,7 +18,7 @@ from aiayn.config.schema import Config
 from aiayn.eval.scoring import score_translations
 from aiayn.inference.trained import decode_device, decode_precision, load_weights, run_tokenizer
 from aiayn.io import atomic_write_json, atomic_write_text
-from aiayn.run import floatpath, folders, tracking
+from aiayn.run import floatpath, folders, kept, tracking
 from aiayn.run.folders import RunSpec
 from aiayn.stages.evaluate import decode_split, protocol
 
@@ -32,9 +32,15 @@ def ensemble(cfg: Config, seeds: list[int]) -> dict[str, Any] | None:
         log.info("%s: no seed ensemble (%s)", cfg.row.name, "not in Table 2" if len(seeds) >= 2 else "one seed")
         return None
     tracking.refuse_secrets(cfg)
-    float_path = floatpath.pin_stage(cfg.trainer, decode_precision(cfg))
-    spec, device = RunSpec.of(cfg), decode_device(cfg)
+    spec = RunSpec.of(cfg)
     specs = [dataclasses.replace(spec, seed=seed) for seed in seeds]
+    # A kept seed (aiayn.run.kept) has no checkpoints here: an ensemble of the others would not be the seeds'
+    without = [s.seed for s in specs if not s.checkpoints.is_dir() and kept.kept_run(_with_seed(cfg, s.seed))]
+    if without:
+        log.info("%s: no seed ensemble (seeds %s are kept without checkpoints)", cfg.row.name, without)
+        return None
+    float_path = floatpath.pin_stage(cfg.trainer, decode_precision(cfg))
+    device = decode_device(cfg)
     paths = [select_last(s.checkpoints, protocol(cfg, "test")) for s in specs]
     tokenizers = [run_tokenizer(Path(cfg.paths.bpe), p[-1]) for p in paths]  # each seed checked against it
     models = [load_weights(p, device) for p in paths]
@@ -70,3 +76,8 @@ def ensemble(cfg: Config, seeds: list[int]) -> dict[str, Any] | None:
     atomic_write_json(out / folders.EVAL, result)
     log.info("%s: ensemble of seeds %s, test BLEU %.2f", out, seeds, result["test"]["bleu"])
     return result
+
+
+def _with_seed(cfg: Config, seed: int) -> Config:
+    """cfg for another seed of its row (a sealed config's changed copy)."""
+    return dataclasses.replace(cfg, seed=seed)

@@ -27,7 +27,7 @@ from aiayn.eval.scoring import score_translations
 from aiayn.inference.trained import Decoding, decode_device, decode_precision, load_weights, run_tokenizer
 from aiayn.io import atomic_write_json, atomic_write_text, read_json, read_lines
 from aiayn.model.transformer import Transformer
-from aiayn.run import floatpath, folders, tracking
+from aiayn.run import floatpath, folders, kept, tracking
 from aiayn.run.folders import RunSpec
 
 log = logging.getLogger(__name__)
@@ -67,8 +67,12 @@ def evaluate(cfg: Config) -> dict[str, Any]:
     section, and a `test` section for a row in Table 2: `table2` in `row.tables`) and each decoded split's
     hypotheses. A section whose checkpoints are the same as the one before reuses its model."""
     tracking.refuse_secrets(cfg)
-    float_path = floatpath.pin_stage(cfg.trainer, decode_precision(cfg))
     spec, bpe_dir = RunSpec.of(cfg), Path(cfg.paths.bpe)
+    kept_folder = kept.kept_run(cfg)
+    if kept_folder is not None and not (spec.run_dir / folders.TRAIN_SUMMARY).is_file():
+        log.info("%s: kept in %s; the aggregate stage reads it there", spec.name("eval"), kept_folder)
+        return read_json(kept_folder / folders.EVAL)
+    float_path = floatpath.pin_stage(cfg.trainer, decode_precision(cfg))
     spec.eval_dir.mkdir(parents=True, exist_ok=True)
     device, tokenizer = decode_device(cfg), run_tokenizer(bpe_dir, select_last(spec.checkpoints, 1)[-1])
     sections = SECTIONS if "table2" in cfg.row.tables else SECTIONS[:1]

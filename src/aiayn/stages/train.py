@@ -26,7 +26,7 @@ from aiayn.data.datamodule import TranslationDataModule
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.io import atomic_path, atomic_write_json, atomic_write_text, read_json
 from aiayn.progress import clock, on_terminal
-from aiayn.run import floatpath, folders, tracking
+from aiayn.run import floatpath, folders, kept, tracking
 from aiayn.run.folders import RunSpec
 from aiayn.train import fingerprint
 from aiayn.train.callbacks import CurveWriter, RngState, RunProgress
@@ -69,6 +69,10 @@ def train(cfg: Config) -> dict[str, Any]:
     """Train `cfg.row` with `cfg.seed`; return (and write) the train.json summary."""
     tracking.refuse_secrets(cfg)
     spec = RunSpec.of(cfg)
+    kept_folder = kept.kept_run(cfg)
+    if kept_folder is not None and not (spec.run_dir / folders.TRAIN_SUMMARY).is_file():
+        log.info("%s: kept in %s (trained and evaluated before); not trained here", spec.name(), kept_folder)
+        return read_json(kept_folder / folders.TRAIN_SUMMARY)
     spec.run_dir.mkdir(parents=True, exist_ok=True)
     lock = lock_run_dir(spec.run_dir)
     try:
@@ -113,6 +117,10 @@ def _train(cfg: Config, spec: RunSpec) -> dict[str, Any]:
         return read_json(summary_file)
     if ckpt_path is not None:
         log.info("%s: resuming from %s at step %d", run_dir, ckpt_path, stored_step(ckpt_path))
+    # Each process's stretch of the run and its float path: a run resumed on another machine says so in train.json
+    segments = floatpath.record_segment(
+        run_dir / folders.SEGMENTS, stored_step(ckpt_path) if ckpt_path is not None else 0, float_path
+    )
     progress = RunProgress(cfg.train.log_every_steps, cfg.train.progress_every_s, str(run_dir))
     curve = CurveWriter(run_dir / folders.CURVE, cfg.train.log_every_steps)
     accumulate = batches.accumulate
@@ -162,7 +170,11 @@ def _train(cfg: Config, spec: RunSpec) -> dict[str, Any]:
     torch.utils.deterministic.fill_uninitialized_memory = cfg.train.deterministic_fill  # type: ignore[attr-defined]
     try:
         trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path)
-        summary = _summary(cfg, trainer, module, datamodule, progress, tokenizer, batches) | {"float_path": float_path}
+        summary = _summary(cfg, trainer, module, datamodule, progress, tokenizer, batches) | {
+            "float_path": float_path,
+            "segments": segments,
+            "mixed_float_paths": floatpath.mixed(segments),
+        }
         if trainer.is_global_zero:
             atomic_write_json(summary_file, summary)
             log.info(

@@ -52,8 +52,8 @@ def optimizer_and_schedule(
     parameters: Iterable[Tensor], train: TrainConfig, d_model: int, device: torch.device
 ) -> tuple[torch.optim.Adam, torch.optim.lr_scheduler.LambdaLR]:
     """Adam with the train config's betas and eps, and train.lr_schedule (Eq. 3 by default) per update: LambdaLR
-    multiplies lr=1.0, so the lambda is the learning rate itself, and optimizer step k uses Eq. 3 at k+1. One fused kernel over all
-    parameters where the device has one (train.fused_adam)."""
+    multiplies lr=1.0, so the lambda is the learning rate itself, and optimizer step k uses the schedule's rate at
+    k+1. One fused kernel over all parameters where the device has one (train.fused_adam)."""
     fused = device.type in ("cuda", "cpu") and train.fused_adam
     optimizer = torch.optim.Adam(
         parameters, lr=1.0, betas=(train.adam_beta1, train.adam_beta2), eps=train.adam_eps, fused=fused

@@ -444,3 +444,35 @@ def test_a_run_with_patience_resumed_midway_stops_where_it_would_have(workspace:
     assert resumed["val_loss"] == through["val_loss"] and resumed["best_val_loss"] == through["best_val_loss"]
     a, b = (torch.load(RunSpec.of(cfg(d, 40)).checkpoints / "last.ckpt", weights_only=True)["state_dict"] for d in "ab")
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_kept_seeds_are_skipped_by_train_and_evaluate_and_read_by_aggregate(workspace: Path, tmp_path: Path) -> None:
+    """Seeds trained and evaluated on another machine and kept (aiayn-keep, committed): on a machine with none of
+    their runs, train and evaluate skip them, the ensemble is not made of the rest, and the tables read them and
+    say so; a seed kept with another recipe is trained again."""
+    from aiayn.run.kept import keep
+
+    kept = tmp_path / "kept"
+    for seed in (1, 2):
+        keep(workspace / "evals" / "base" / f"seed{seed}", kept)
+    extra = (f"paths.kept={kept}", f"tables.params_file={workspace}/params.yaml")
+    here = overrides(tmp_path, *extra, data=workspace / "data")
+    summary = stage("train").run(prepare(compose([*here, "seed=1"])))
+    assert summary == json.loads((workspace / "evals" / "base" / "seed1" / "train.json").read_text())
+    assert not (tmp_path / "runs").exists()  # nothing trained
+    evaluated = stage("evaluate").run(prepare(compose([*here, "seed=1"])))
+    assert evaluated == json.loads((workspace / "evals" / "base" / "seed1" / "eval.json").read_text())
+    assert not (tmp_path / "evals").exists()
+    ensemble = stage("ensemble")
+    ensemble.SEEDS[:] = [1, 2]
+    assert ensemble.run(prepare(compose(here))) is None
+    stage("aggregate").run(prepare(compose(here)))
+    md = (tmp_path / "results" / "table2.md").read_text()
+    ours = json.loads((workspace / "results" / "rows.json").read_text())["table2"]["base"]
+    assert json.loads((tmp_path / "results" / "rows.json").read_text())["table2"]["base"] == ours
+    assert "Read from kept seeds: base seeds 1, 2 (" in md
+    # kept with another recipe (its conf file changed since): the kept seed is not used, and the seed trains here
+    config = kept / "smoke" / "synthetic" / "base" / "seed1" / "config.yaml"
+    config.write_text(config.read_text().replace("label_smoothing: 0.1", "label_smoothing: 0.2"))
+    stage("train").run(prepare(compose([*here, "seed=1"])))
+    assert (tmp_path / "runs" / "base" / "seed1" / "train.json").is_file()

@@ -48,6 +48,11 @@ def test_a_stopped_run_resumes_to_the_same_metrics_and_curve(stage, overrides, r
     assert exact(run_dir) == exact(reference)
     assert curve(run_dir) == curve(reference)
     assert not list(run_dir.parent.glob("stale-checkpoints-*"))
+    # train.json lists both processes' stretches, on this machine's one float path
+    summary = json.loads((run_dir / "train.json").read_text())
+    assert [s["from_step"] for s in summary["segments"]] == [0, 6]
+    assert {s["float_path"] for s in summary["segments"]} == {summary["float_path"]}
+    assert summary["mixed_float_paths"] is False
 
 
 def test_a_sigkilled_run_resumes_to_the_same_metrics(cli, overrides, reference, exact, tmp_path):
