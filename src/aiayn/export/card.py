@@ -31,6 +31,7 @@ DEPARTURES = (
     "label-smoothing-variant",
     "small-scales",
     "m30k-tiny",
+    "budgeted-schedule",
     "decode-special-tokens",
     "decode-length-penalty",
     "decode-max-length",
