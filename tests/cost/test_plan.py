@@ -77,10 +77,37 @@ def test_cpu_rates_are_the_measured_points_and_interpolated_between():
         assert got.train == pytest.approx(rate * 1e12, rel=1e-6) and got.source == where
     t = math.log(per_token(middle) / per_token(small)) / math.log(per_token(large) / per_token(small))
     assert speed("CPU", middle, 1000, (10, 10), table).train == pytest.approx((0.02 + t * 0.02) * 1e12, rel=1e-6)
-    shipped = load()["CPU"]["points"]  # the measured table: larger shapes keep more of a core busy
+    shipped = [p for p in load()["CPU"]["points"] if not p.get("when")]  # larger shapes keep more of a core busy
     assert [p["sustained_tflops"] for p in sorted(shipped, key=lambda p: p["per_token_mflops"])] == sorted(
         p["sustained_tflops"] for p in shipped
     )
+
+
+def test_a_point_measured_with_settings_prices_only_runs_that_have_them(params, repo_root, tmp_path):
+    """A CPU point with `when` (m30k_budget's: both cores to a run, the two speed keys) prices a run with those
+    settings, and no other; a run on both cores of the 2-core machine takes them from the launcher's other seeds."""
+    from aiayn.cost.plan import plan
+
+    model = ModelConfig()
+    table = {
+        "CPU": {
+            "points": [
+                dict(per_token_mflops=5.0, sustained_tflops=0.03, measured="one core"),
+                dict(per_token_mflops=5.0, sustained_tflops=0.07, measured="both", when={"trainer.threads": 2}),
+            ]
+        }
+    }
+    assert speed("CPU", model, 1000, (10, 10), table).source == "one core"
+    assert speed("CPU", model, 1000, (10, 10), table, {"trainer.threads": 1}).source == "one core"
+    assert speed("CPU", model, 1000, (10, 10), table, {"trainer.threads": 2}).train == pytest.approx(0.07e12)
+    sets = ["data=multi30k_tok", "rows=[base]", "seeds=[1,2,3,4]"]
+    budget = plan(apply_sets(params, [*sets, "scale=m30k_budget"]), "CPU", tmp_path)
+    tiny = plan(apply_sets(params, [*sets, "scale=m30k_tiny", "train.max_steps=1600"]), "CPU", tmp_path)
+    assert "m30k_budget" in budget["records"][0]["speed"] and "m30k_tiny" in tiny["records"][0]["speed"]
+    # the same FLOPs; both cores to each of base's four seeds in turn, against two seeds side by side
+    assert budget["flops"] == pytest.approx(tiny["flops"])
+    assert budget["wall_hours"] == pytest.approx(4 * budget["records"][0]["hours_per_run"])
+    assert tiny["wall_hours"] == pytest.approx(2 * tiny["records"][0]["hours_per_run"])
 
 
 def test_sets_are_applied_as_dvc_exp_run_would(params):

@@ -14,10 +14,12 @@ for the configured shapes; hours are as good as the speed entry behind them.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import json
 import math
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -84,18 +86,27 @@ class Speed:
 
 
 def speed(
-    device: str, model: ModelConfig, vocab: int, lengths: tuple[float, float], table: dict[str, Any] | None = None
+    device: str,
+    model: ModelConfig,
+    vocab: int,
+    lengths: tuple[float, float],
+    table: dict[str, Any] | None = None,
+    settings: Mapping[str, Any] | None = None,
 ) -> Speed:
     """The rate for `model` on `device`: the MFU measured at base and big, log-interpolated between them by FLOPs
     per token, times the dense peak; CPU: its sustained rate measured at a few shapes (`points`), interpolated the
-    same way."""
+    same way. A point with `when` (dotted keys and values, such as trainer.threads: 2) was measured with those
+    settings: where `settings` (the run's, flattened) has them all, only such points count."""
     table = device_table() if table is None else table
     if device not in table:
         raise KeyError(f"--device {device!r} is not in src/aiayn/cost/devices.yaml; known: {sorted(table)}")
     entry = table[device]
     here = math.log(_per_token(model, vocab, lengths))
     if "points" in entry:  # sustained rates measured at a few shapes
-        points = sorted(entry["points"], key=lambda p: p["per_token_mflops"])
+        settings = settings or {}
+        matching = [p for p in entry["points"] if p.get("when") and _holds(p["when"], settings)]
+        candidates = matching or [p for p in entry["points"] if not p.get("when")]
+        points = sorted(candidates, key=lambda p: p["per_token_mflops"])
         x = [math.log(p["per_token_mflops"] * 1e6) for p in points]
         i = max(0, min(len(points) - 2, sum(here > v for v in x[1:-1]))) if len(points) > 1 else 0
         a, b = points[i], points[min(i + 1, len(points) - 1)]
@@ -116,6 +127,21 @@ def speed(
         measured,
         entry["base"].get("measured", "estimate") if measured else entry.get("assumed", "not measured"),
     )
+
+
+def _holds(when: Mapping[str, Any], settings: Mapping[str, Any]) -> bool:
+    """Whether the run's flattened settings have every value a measured point's `when` names."""
+    return all(key in settings and settings[key] == value for key, value in when.items())
+
+
+def flat_settings(cfg: Any) -> dict[str, Any]:
+    """A config's train and trainer settings as dotted keys (train.loss_skip_pad, trainer.threads), what a measured
+    point's `when` may name."""
+    return {
+        f"{group}.{f.name}": getattr(getattr(cfg, group), f.name)
+        for group in ("train", "trainer")
+        for f in dataclasses.fields(getattr(cfg, group))
+    }
 
 
 def _parts(model: ModelConfig, vocab: int, lengths: tuple[float, float]) -> dict[str, float]:
@@ -144,7 +170,7 @@ def plan(
     read = Params.of(params, source)
     groups = [f"{k}={v}" for k in ("scale", "data", "trainer") if (v := getattr(read.values, k)) is not None]
     overrides, seeds, table = read.overrides(), read.seeds_per_row(), device_table()
-    records, corpora = [], {}
+    records, corpora, threads = [], {}, []
     for row in seeds:  # params.yaml's rows, validated
         cfg = prepare(compose([*groups, f"row={row}", *overrides]))
         model, vocab = cfg.model, int(cfg.data.vocab_size)
@@ -157,7 +183,8 @@ def plan(
         sentences = data["dev"] + (data["test"] if "table2" in cfg.row.tables else 0)
         beam = cfg.decode.beam_size if cfg.decode.strategy == "beam" else 1
         decode = decode_flops(model, vocab, lengths, sentences, beam)
-        rate = speed(device, model, vocab, lengths, table)
+        rate = speed(device, model, vocab, lengths, table, flat_settings(cfg))
+        threads.append(int(cfg.trainer.threads or 1) if device == "CPU" else 1)
         hours = train / rate.train / 3600 + decode / rate.decode / 3600
         records.append(
             dict(
@@ -177,8 +204,9 @@ def plan(
         )
     # launcher=parallel runs a row's seeds n_jobs at a time (the CPU rate above is one such process's, with one core
     # to itself): the wall time is then the sum over rows of their rounds of seeds, not the device-hours
+    # to itself); a run with trainer.threads > 1 takes that many of the jobs' cores
     jobs = parallel_jobs() if params.get("launcher", "parallel") == "parallel" else 1
-    wall = sum(r["hours_per_run"] * math.ceil(r["seeds"] / jobs) for r in records)
+    wall = sum(r["hours_per_run"] * math.ceil(r["seeds"] / max(1, jobs // t)) for r, t in zip(records, threads))
     return dict(
         device=device,
         records=records,
