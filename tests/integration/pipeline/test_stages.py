@@ -372,8 +372,11 @@ def test_table2s_rows_get_the_ensemble_of_their_seeds(workspace: Path, tmp_path:
     assert rows_json["table2"]["base_ensemble"]["test_bleu"] == pytest.approx(result["test"]["bleu"])
 
 
-def test_the_multi30k_reproduction_path_offline_from_a_mirror(shared_dir: Path, tmp_path: Path, monkeypatch) -> None:
-    """scale=m30k_tiny on data=multi30k_tok (the Multi30k literature's files, sha256-checked, from a mirror folder
+@pytest.mark.parametrize("scale,patience", [("m30k_tiny", 10), ("m30k_budget", 0)])
+def test_the_multi30k_reproduction_path_offline_from_a_mirror(
+    shared_dir: Path, tmp_path: Path, monkeypatch, scale: str, patience: int
+) -> None:
+    """scale=m30k_tiny, and m30k_budget, on data=multi30k_tok (the Multi30k literature's files, sha256-checked, from a mirror folder
     named by AIAYN_MIRROR as the documented command does), shrunk to seconds: every per-run stage, the literature's
     BLEU in eval.json, and Table 2 beside the published Multi30k systems."""
     tok = shared_dir / "data" / "multi30k-tok"
@@ -385,7 +388,7 @@ def test_the_multi30k_reproduction_path_offline_from_a_mirror(shared_dir: Path, 
     monkeypatch.setenv("AIAYN_MIRROR", str(mirror))
     small = (
         "data=multi30k_tok",
-        "scale=m30k_tiny",
+        f"scale={scale}",
         f"data.cache_dir={tmp_path}/cache",
         "data.max_train_pairs=2000",
         "data.vocab_size=1000",
@@ -406,11 +409,12 @@ def test_the_multi30k_reproduction_path_offline_from_a_mirror(shared_dir: Path, 
     )
     # the smoke scale's overrides (overrides()) first, then this scale and the sizes above
     cfg = compose([*overrides(tmp_path), *small])
-    assert cfg.data.mirror == str(mirror) and cfg.train.patience == 10 and cfg.trainer.cpu_isa is None
+    assert cfg.data.mirror == str(mirror) and cfg.train.patience == patience and cfg.trainer.cpu_isa is None
     stats = stage("fetch").run(prepare(cfg))
     assert stats["valid"]["kept"] == 1014 and stats["test"]["kept"] == 1000
     stage("bpe").run(prepare(cfg))
-    stage("train").run(prepare(cfg))
+    summary = stage("train").run(prepare(cfg))
+    assert summary["steps"] == 6 and [s["from_step"] for s in summary["segments"]] == [0]
     scores = stage("evaluate").run(prepare(cfg))
     assert scores["test"]["set"]["lines"] == 1000 and scores["test"]["bleu_lc_tok"] >= 0
     assert "tok:none" in scores["test"]["bleu_lc_tok_signature"]
