@@ -66,8 +66,9 @@ def kept_spec(cfg: Config) -> RunSpec:
 
 def _settings(config: Mapping[str, Any]) -> dict[str, Any]:
     """A run's recipe from its config (a Config's asdict or a config.yaml): the model's settings and every train
-    setting but those of how a run is watched (schema `observed`)."""
-    skip = set(marked(TrainConfig, "observed"))
+    setting but those of how a run is watched (schema `observed`) and how many snapshots it keeps on disk
+    (train.keep_last: the config's check makes it at least what the row averages, which is the row's)."""
+    skip = {*marked(TrainConfig, "observed"), "keep_last"}
     model, train = config.get("model") or {}, config.get("train") or {}
     return {
         **{f"model.{f.name}": model.get(f.name) for f in dataclasses.fields(ModelConfig)},
