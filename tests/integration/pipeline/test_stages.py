@@ -376,9 +376,9 @@ def test_table2s_rows_get_the_ensemble_of_their_seeds(workspace: Path, tmp_path:
 def test_the_multi30k_reproduction_path_offline_from_a_mirror(
     shared_dir: Path, tmp_path: Path, monkeypatch, scale: str, patience: int
 ) -> None:
-    """scale=m30k_tiny, and m30k_budget, on data=multi30k_tok (the Multi30k literature's files, sha256-checked, from a mirror folder
-    named by AIAYN_MIRROR as the documented command does), shrunk to seconds: every per-run stage, the literature's
-    BLEU in eval.json, and Table 2 beside the published Multi30k systems."""
+    """scale=m30k_tiny, and m30k_budget, on data=multi30k_tok (the Multi30k literature's files, sha256-checked, from a
+    mirror folder named by AIAYN_MIRROR as the documented command does), shrunk to seconds: every per-run stage, the
+    literature's BLEU in eval.json, and Table 2 beside the published Multi30k systems."""
     tok = shared_dir / "data" / "multi30k-tok"
     mirror = tmp_path / "mirror"
     mirror.mkdir()
