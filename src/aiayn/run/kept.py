@@ -5,9 +5,9 @@ the hypotheses, the run's config.yaml, train.json and curve.csv; never a checkpo
 A seed that trains longer than a machine lives (a CPU seed of the Multi30k recipes) is trained, evaluated and kept,
 then committed; on the next machine the train and evaluate stages skip it, and the aggregate stage reads it where
 evals/ has none, so a table grows across machines and a lost machine loses only the seed in progress
-(docs/results.md#seeds-that-outlive-their-machines). A kept seed counts only for a config whose recipe it shares
-(`differences`: every model and train setting but how a run is watched); one trained otherwise is named and not
-read.
+(docs/usage.md#experiments-with-dvc-any-config-key, "Seeds that outlive their machines"). A kept seed counts only
+for a config whose recipe it shares (`differences`: every model and train setting but how a run is watched); one
+trained otherwise is named and not read.
 
     aiayn-keep evals/base/seed4 [more evaluation folders] [--kept kept] [--replace]
 """
