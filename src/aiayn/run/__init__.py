@@ -1,2 +1,1 @@
-"""Run infrastructure: where a run's files live, its learning curve, its float path, its wandb run, kept seeds, a
-fresh checkout."""
+"""Run infrastructure: a run's files, its learning curve, float path and wandb run, kept seeds, a fresh checkout."""
