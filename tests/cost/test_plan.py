@@ -102,7 +102,8 @@ def test_a_point_measured_with_settings_prices_only_runs_that_have_them(params, 
     assert speed("CPU", model, 1000, (10, 10), table, {"trainer.threads": 2}).train == pytest.approx(0.07e12)
     sets = ["data=multi30k_tok", "rows=[base]", "seeds=[1,2,3,4]"]
     budget = plan(apply_sets(params, [*sets, "scale=m30k_budget"]), "CPU", tmp_path)
-    tiny = plan(apply_sets(params, [*sets, "scale=m30k_tiny", "train.max_steps=1800"]), "CPU", tmp_path)
+    budget_steps = yaml.safe_load((repo_root / "conf" / "scale" / "m30k_budget.yaml").read_text())["train"]["max_steps"]
+    tiny = plan(apply_sets(params, [*sets, "scale=m30k_tiny", f"train.max_steps={budget_steps}"]), "CPU", tmp_path)
     assert "m30k_budget" in budget["records"][0]["speed"] and "m30k_tiny" in tiny["records"][0]["speed"]
     # the same FLOPs; both cores to each of base's four seeds in turn, against two seeds side by side
     assert budget["flops"] == pytest.approx(tiny["flops"])
