@@ -16,8 +16,9 @@ over updates of today's seconds / its seconds in the same update, and the larges
 updates (equal to float tolerance: the same function; a variant that draws its dropout masks differently cannot
 match and is a departure, its curve then compared by the mean loss of the last half). Headline last:
 `RESULT train_step_speedup`, today's seconds / those of the fastest variant that keeps the function.
-The library keys: skip_pad is train.loss_skip_pad, no_fill train.deterministic_fill=false. The other variants
-(threads1, clip_once, randdrop, compile*, skip_pad_c256, all_*) were measured once and are kept for reruns.
+The library keys: skip_pad is train.loss_skip_pad, no_fill train.deterministic_fill=false. mtdrop draws bernoulli_'s
+own dropout masks through numpy (the same function, on CPUs where torch does not draw them with MKL). The other
+variants (threads1, clip_once, randdrop, compile*, skip_pad_c256, all_*) were measured once and are kept for reruns.
 Run: python bench/train_step.py [--steps 50] [--variants today,no_fill,skip_pad,no_fill_skip_pad] [--smoke]
 """
 
@@ -26,11 +27,14 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
+import math
 import statistics
+import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -83,13 +87,42 @@ class RandDropout(nn.Module):
         return x * ((torch.rand_like(x) >= self.p) * (1.0 / (1.0 - self.p)))
 
 
+class MTDropout(nn.Module):
+    """Dropout with bernoulli_'s own masks, drawn outside torch: the 64-bit draws of torch's CPU mt19937 stream
+    (its state read through torch.get_rng_state, advanced the same way) made by numpy's MT19937 in bulk, an element
+    kept when its 53-bit uniform is < 1 - p, as at::bernoulli_distribution does. The same function as bernoulli_'s
+    portable kernel (AMD, or any CPU without MKL); on Intel CPUs torch draws with MKL's streams instead."""
+
+    def __init__(self, p: float) -> None:
+        super().__init__()
+        self.p = p
+        self.cut = math.ceil((1.0 - p) * 2.0**53)  # u = k / 2^53 < 1 - p  <=>  k < cut (exact: k is an integer)
+
+    def forward(self, x: Tensor) -> Tensor:
+        if not self.training or self.p == 0.0:
+            return x
+        state = bytearray(torch.get_rng_state().numpy().tobytes())
+        seed, left, seeded, nxt = struct.unpack_from("<QiiQ", state, 0)  # at::mt19937's data: left counts down
+        key = np.frombuffer(bytes(state), dtype=np.uint64, count=624, offset=24).astype(np.uint32)
+        bits = np.random.MT19937()
+        bits.state = {"bit_generator": "MT19937", "state": {"key": key, "pos": int(nxt) if left > 1 else 624}}
+        raw = bits.random_raw(2 * x.numel())  # two 32-bit draws per element, the first the high half
+        k = ((raw[0::2] & 0x1FFFFF) << 32) | raw[1::2]  # the low 53 bits of the 64-bit draw
+        keep = torch.from_numpy(k < self.cut).view(x.shape)
+        after = bits.state["state"]
+        struct.pack_into("<QiiQ", state, 0, seed, 624 - after["pos"] + 1, seeded, after["pos"])
+        state[24 : 24 + 624 * 8] = after["key"].astype(np.uint64).tobytes()
+        torch.set_rng_state(torch.frombuffer(state, dtype=torch.uint8).clone())
+        return x * keep * (1.0 / (1.0 - self.p))
+
+
 @dataclass
 class Variant:
     """How a candidate step differs from today's."""
 
     fill: bool = True  # torch.utils.deterministic.fill_uninitialized_memory (on under use_deterministic_algorithms)
     threads: int = 2
-    dropout: str = "bernoulli"  # or "rand" (departure)
+    dropout: str = "bernoulli"  # or "rand" (departure), or "mt" (bernoulli_'s masks drawn by numpy)
     loss: str = "chunked"  # or "fast": aiayn.train.chunked_loss with pad rows skipped (loss_skip_pad)
     chunk: int = CHUNK
     compile: str = ""  # "" | "features" (model.features, dynamic shapes) | "features_fallback" (eager's RNG ops)
@@ -105,6 +138,8 @@ VARIANTS: dict[str, Variant] = {
     "skip_pad": Variant(loss="fast"),
     "skip_pad_c256": Variant(loss="fast", chunk=256),
     "randdrop": Variant(dropout="rand"),
+    "mtdrop": Variant(dropout="mt"),
+    "no_fill_skip_pad_mtdrop": Variant(fill=False, loss="fast", dropout="mt"),
     "compile": Variant(compile="features"),
     "compile_fallback": Variant(compile="features_fallback"),
     "no_fill_skip_pad": Variant(fill=False, loss="fast"),
@@ -119,11 +154,12 @@ class Runner:
     def __init__(self, name: str, v: Variant, init: Transformer, seed: int) -> None:
         self.name, self.v = name, v
         self.model = copy.deepcopy(init).train()
-        if v.dropout == "rand":
+        if v.dropout != "bernoulli":
+            swap = {"rand": RandDropout, "mt": MTDropout}[v.dropout]
             for mod in list(self.model.modules()):
                 for child_name, child in list(mod.named_children()):
                     if isinstance(child, nn.Dropout):
-                        setattr(mod, child_name, RandDropout(child.p))
+                        setattr(mod, child_name, swap(child.p))
         train = TrainConfig(**TRAIN, loss_chunk_tokens=v.chunk)
         cpu = torch.device("cpu")
         self.opt, self.sched = optimizer_and_schedule(self.model.parameters(), train, TINY["d_model"], cpu)

@@ -52,3 +52,22 @@ def test_decode_speed_against_ctranslate2_runs() -> None:
     args = ["--ct2", "--shape", "tiny", "--vocab", "300", "--sentences-b64", "8", "--src-len", "6", "--ct2-batch", "4"]
     found = run_bench("decode_speed.py", *args)
     assert [name for name, _ in found][-1] == "decode_vs_ct2_float32_t1" and all(v > 0 for _, v in found)
+
+
+def _intel_with_mkl() -> bool:
+    """Whether torch's bernoulli_ draws with MKL's streams here (Intel CPUs, MKL builds) rather than its portable
+    kernel over the CPU generator's mt19937, which bench/train_step.py's mtdrop reproduces."""
+    import torch
+
+    cpuinfo = Path("/proc/cpuinfo")
+    vendor = "GenuineIntel" in cpuinfo.read_text() if cpuinfo.exists() else True
+    return vendor and torch.backends.mkl.is_available()
+
+
+def test_train_step_mtdrop_draws_bernoullis_own_masks() -> None:
+    """mtdrop's masks come from numpy, yet its losses equal today's exactly: the same draws as bernoulli_'s."""
+    if _intel_with_mkl():
+        pytest.skip("bernoulli_ draws with MKL on Intel CPUs; mtdrop reproduces the portable kernel")
+    found = dict(run_bench("train_step.py", "--smoke", "--variants", "mtdrop,randdrop"))
+    assert found["mtdrop_max_loss_diff"] == 0.0, found
+    assert found["randdrop_max_loss_diff"] > 1e-3, found  # other draws: the comparison can tell them apart
