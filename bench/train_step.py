@@ -103,7 +103,7 @@ class MTDropout(nn.Module):
             return x
         state = bytearray(torch.get_rng_state().numpy().tobytes())
         seed, left, seeded, nxt = struct.unpack_from("<QiiQ", state, 0)  # at::mt19937's data: left counts down
-        key = np.frombuffer(bytes(state), dtype=np.uint64, count=624, offset=24).astype(np.uint32)
+        key = np.frombuffer(state, dtype=np.uint64, count=624, offset=24).astype(np.uint32)
         bits = np.random.MT19937()
         bits.state = {"bit_generator": "MT19937", "state": {"key": key, "pos": int(nxt) if left > 1 else 624}}
         raw = bits.random_raw(2 * x.numel())  # two 32-bit draws per element, the first the high half
