@@ -19,9 +19,15 @@ log = logging.getLogger("aiayn.progress")
 
 # Other libraries' lines a long job's log has no use for, each silenced at its source: Lightning's banners and tips
 # (GPU/TPU available, the LitLogger tip, "Seed set to", "`Trainer.fit` stopped": INFO through its own loggers) and
-# one deprecation inside Lightning's code that only a Lightning release can fix.
+# one deprecation inside Lightning's code that only a Lightning release can fix, and Lightning's warning that a run
+# resumed mid-epoch has a dataloader that is "not resumable": it checks the DataLoader object alone, where the
+# TranslationDataModule's state_dict puts the sampler back at the batch it stopped at (aiayn.data.datamodule), so
+# a resumed run trains on exactly the batches an unbroken one does (tests/integration/reliability/test_resume.py).
 QUIET_LOGGERS = ("lightning.pytorch", "lightning.fabric")
-QUIET_WARNINGS = (r"`isinstance\(treespec, LeafSpec\)` is deprecated",)  # lightning/pytorch/utilities/_pytree.py
+QUIET_WARNINGS = (
+    r"`isinstance\(treespec, LeafSpec\)` is deprecated",  # lightning/pytorch/utilities/_pytree.py
+    r"You're resuming from a checkpoint that ended before the epoch ended",  # loops/training_epoch_loop.py
+)
 
 
 def quiet_third_parties() -> None:
