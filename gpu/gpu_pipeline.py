@@ -1,6 +1,6 @@
 """The real pipeline on one GPU: `dvc repro` (fetch -> bpe -> seeds -> train -> evaluate -> aggregate) in a fresh copy.
 
-Two recipes (--recipe):
+Three recipes (--recipe):
 - `small` (the default): Multi30k's raw text at the `small` scale on `trainer=gpu` (bf16), rows base and D1 (no
   dropout, a large paper effect) x seeds 1 and 2, one seed after another (`launcher=basic`), for `--steps` updates.
   Two config files written into the copy hold what params.yaml cannot: conf/data/multi30k_gpu.yaml (the data
@@ -10,13 +10,20 @@ Two recipes (--recipe):
   stopping rule and Table 2 protocol unchanged) on the official tokenised files (`data=multi30k_tok`, read from a
   mirror folder: AIAYN_MIRROR), base x seeds 1-4 side by side on the one GPU (`launcher=parallel`), in float32 like
   the CPU runs (conf/scale/m30k_tiny_gpu.yaml; no wandb). `--rows base D1 E` adds the Table 3 rows chosen for it.
+- `m30k_budget`: issue 61's recipe (`scale=m30k_budget`, 1,800 updates, its Table 2 protocol) the same way, base x
+  seeds 1-8 side by side, under the scale's own name (conf/scale/m30k_budget_gpu.yaml changes only the trainer's
+  precision and the logger), so that the seeds kept in the copy's kept/ (trained on CPU) are skipped and the seeds
+  trained here join them in one Table 2 line; the legend names each float path. Its updates are the recipe, so
+  --steps is refused but for --cpu-smoke.
+The m30k recipes copy each evaluated run's evaluation folder (eval.json, hypotheses, config.yaml, train.json,
+curve.csv; no checkpoint) to $OUT/evals/{row}/seed{N}, for `aiayn-keep` on the machine that made the call.
 Prints every stage's time, each run's dev/test BLEU, dev PPL and tokens/s (source + target, from train.json and
 curve.csv), the tables, then RESULT lines, the headline last (small: base dev BLEU; m30k: base test BLEU in the
 Multi30k literature's flavour, eval.json's bleu_lc_tok, the number 41.02 is). With $OUT set, the log and tables
 land there. gpu/gpu_pipeline.sh is the entry point (it installs the carried wheels on the GPU machine first).
 
-    python gpu/gpu_pipeline.py run [--recipe small|m30k] [--data DIR] [--steps N] [--workdir DIR] [--budget-s S]
-                                     [--cpu-smoke]
+    python gpu/gpu_pipeline.py run [--recipe small|m30k|m30k_budget] [--data DIR] [--steps N] [--workdir DIR]
+                                     [--budget-s S] [--cpu-smoke]
     python gpu/gpu_pipeline.py prepare     # here: .whl (what the GPU image lacks), .gpu_data/multi30k{,-tok}
     python gpu/gpu_pipeline.py lock [--image FILE]   # what prepare carries for an image's package list
 
@@ -60,6 +67,8 @@ PLATFORMS = (
 )
 ROWS, SEEDS = ["base", "D1"], [1, 2]
 M30K_ROWS, M30K_SEEDS = ["base"], [1, 2, 3, 4]
+M30K_BUDGET_SEEDS = list(range(1, 9))  # issue 61's eight
+M30K_RECIPES = {"m30k": "m30k_tiny", "m30k_budget": "m30k_budget"}  # --recipe -> the scale it runs
 # The official tokenised files as ../shared holds them ({split}.lc.norm.tok.{lang}) and as a mirror folder names them
 # (aiayn.data.sources.catalog: multi30k-{split}.lc.norm.tok.{lang}); the fetch stage checks each file's sha256.
 M30K_SPLITS, M30K_LANGS = ("train", "val", "test_2016_flickr"), ("en", "de")
@@ -90,15 +99,14 @@ def scale_config(steps: int, smoke: bool) -> str:
     return "# @package _global_\n" + yaml.safe_dump(cfg, sort_keys=False)
 
 
-def m30k_scale_config(steps: int | None, smoke: bool) -> str:
-    """conf/scale/m30k_tiny_gpu.yaml: `m30k_tiny` as it is (its stopping rule: patience 10, at most 8,000 updates)
-    in float32, the CPU runs' precision, with no wandb; `steps` caps the updates (a smoke: also a tiny model, the
-    first 2000 training pairs, validations and snapshots every fifth of the steps, a short bootstrap)."""
-    cfg: dict = {
-        "defaults": ["m30k_tiny", "_self_"],
-        "scale": {"name": "m30k_tiny_gpu_smoke" if smoke else "m30k_tiny_gpu"},
-        "logger": {"backend": "none"},
-    }
+def m30k_scale_config(steps: int | None, smoke: bool, scale: str = "m30k_tiny") -> str:
+    """conf/scale/{scale}_gpu.yaml: `scale` as it is (m30k_tiny's stopping rule: patience 10, at most 8,000 updates;
+    m30k_budget's 1,800 updates) in float32, the CPU runs' precision, with no wandb; `steps` caps the updates (a
+    smoke: also a tiny model, the first 2000 training pairs, validations and snapshots every fifth of the steps, a
+    short bootstrap). m30k_budget keeps its own name, so that its kept seeds count (aiayn.run.kept: a kept seed is
+    read under its scale's name, for the same model and train settings)."""
+    name = f"{scale}_gpu_smoke" if smoke else (scale if scale == "m30k_budget" else f"{scale}_gpu")
+    cfg: dict = {"defaults": [scale, "_self_"], "scale": {"name": name}, "logger": {"backend": "none"}}
     if not smoke:
         cfg["trainer"] = {"precision": "32-true"}
     if steps:
@@ -110,6 +118,8 @@ def m30k_scale_config(steps: int | None, smoke: bool) -> str:
         cfg["train"] |= {"val_every_steps": every, "ckpt_every_steps": every, "snapshot_every_steps": every}
         cfg["data"] = {"vocab_size": 500, "max_train_pairs": 2000}
         cfg["decode"] = {"bootstrap": 100, "max_len_b": 10}
+        # m30k_budget gives a seed 2 intra-op threads: 2 seeds side by side would oversubscribe a 2-core machine
+        cfg["trainer"] = {"threads": 1}
     return "# @package _global_\n" + yaml.safe_dump(cfg, sort_keys=False)
 
 
@@ -205,12 +215,13 @@ def make_copy(args: argparse.Namespace) -> tuple[Path, bool, Path | None]:
         Repo.init(str(REPO))
     work = Path(args.workdir).resolve() if args.workdir else Path(tempfile.mkdtemp(prefix="aiayn-gpu-pipeline-"))
     resumed = (work / "dvc.yaml").is_file()
-    m30k = args.recipe == "m30k"
+    m30k = args.recipe in M30K_RECIPES
+    scale = M30K_RECIPES.get(args.recipe, "small")
     if not resumed:
         work.mkdir(parents=True, exist_ok=True)
         copy_project(
             work,
-            scale="m30k_tiny_gpu" if m30k else "small_gpu",
+            scale=f"{scale}_gpu",
             data="multi30k_tok" if m30k else "multi30k_gpu",
             trainer="cpu" if args.cpu_smoke else "gpu",
             launcher=args.launcher,
@@ -221,14 +232,15 @@ def make_copy(args: argparse.Namespace) -> tuple[Path, bool, Path | None]:
     data = Path(args.data).resolve()
     if m30k:  # the mirror the fetch stage reads (AIAYN_MIRROR, set by run), inside the copy when links are needed
         mirror = m30k_mirror(data, work / "mirror")
-        (work / "conf/scale/m30k_tiny_gpu.yaml").write_text(m30k_scale_config(args.steps, args.cpu_smoke))
+        (work / f"conf/scale/{scale}_gpu.yaml").write_text(m30k_scale_config(args.steps, args.cpu_smoke, scale))
         if args.launcher == "parallel":  # every seed of a row at once: a tiny model leaves the GPU mostly idle
             (work / "conf/hydra/launcher/parallel.yaml").write_text(
-                "# gpu/gpu_pipeline.py --recipe m30k: a row's seeds side by side on one GPU\n"
+                f"# gpu/gpu_pipeline.py --recipe {args.recipe}: a row's seeds side by side on one GPU\n"
                 f"defaults:\n  - fork\n\nn_jobs: {len(args.seeds)}\n"
             )
         print(
-            f"{'resuming' if resumed else 'fresh copy'} in {work}; recipe m30k (scale=m30k_tiny, data=multi30k_tok); "
+            f"{'resuming' if resumed else 'fresh copy'} in {work}; recipe {args.recipe} (scale={scale}, "
+            f"data=multi30k_tok); "
             f"mirror {mirror}; {f'at most {args.steps} steps' if args.steps else 'its stopping rule'}; rows "
             f"{args.rows} x seeds {args.seeds}; trainer {'cpu (smoke)' if args.cpu_smoke else 'gpu, float32'}",
             flush=True,
@@ -276,7 +288,24 @@ def report(work: Path, args: argparse.Namespace, stages: dict[str, float], out: 
     for name in OUT_FILES if out else ():
         if (work / "results" / name).is_file():
             shutil.copy2(work / "results" / name, out / name)
+    if out and args.recipe in M30K_RECIPES:
+        for folder in evaluated(work, args.rows, args.seeds):
+            copy_evaluation(folder, out / "evals" / folder.relative_to(work / "evals"))
     return runs
+
+
+def evaluated(work: Path, rows: list[str], seeds: list[int]) -> list[Path]:
+    """The evaluation folders of the runs this copy evaluated (a kept seed has none under evals/)."""
+    specs = [RunSpec.for_row(row, seed, runs=work / "runs", evals=work / "evals") for row in rows for seed in seeds]
+    return [s.eval_dir for s in specs if (s.eval_dir / folders.EVAL).is_file()]
+
+
+def copy_evaluation(folder: Path, dst: Path) -> None:
+    """A run's evaluation folder's files (no checkpoint is there), what `aiayn-keep` keeps, into `dst`."""
+    dst.mkdir(parents=True, exist_ok=True)
+    for f in folder.iterdir():
+        if f.is_file() and not f.name.startswith("."):
+            shutil.copy2(f, dst / f.name)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -322,9 +351,13 @@ def run(args: argparse.Namespace) -> int:
             if (value := mean(runs, row, key)) is not None:
                 print(f"RESULT {row}_{key} {value:.2f}")
     print(f"RESULT gpu_pipeline_wall_s {wall:.1f}")
-    if args.recipe == "m30k":  # the number 41.02 is: the mean over seeds (results/table2.md has its interval)
+    if args.recipe in M30K_RECIPES:  # the number 41.02 is: the mean over seeds (results/table2.md has its interval)
         done = sum(r.get("test_bleu_lc_tok") is not None for name, r in runs.items() if name.startswith("base/"))
         print(f"RESULT base_seeds_evaluated {done}")  # a call stopped at its budget averages fewer than asked
+        table2 = work / "results" / "metrics.json"  # Table 2's mean: also over the kept seeds it read
+        if args.recipe == "m30k_budget" and table2.is_file():
+            value = json.loads(table2.read_text()).get("base_test_bleu_lc_tok")
+            print(f"RESULT table2_base_test_bleu_lc_tok {fmt(value, '.2f')}")
         print(f"RESULT base_test_bleu_lc_tok {fmt(mean(runs, 'base', 'test_bleu_lc_tok'), '.2f')}")
     else:
         print(f"RESULT base_dev_bleu {fmt(mean(runs, 'base', 'dev_bleu'), '.2f')}")
@@ -426,7 +459,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command")
     p_run = sub.add_parser("run", help="the pipeline in a fresh copy (the default)")
-    p_run.add_argument("--recipe", choices=("small", "m30k"), default="small", help="see the module's docstring")
+    p_run.add_argument("--recipe", choices=("small", *M30K_RECIPES), default="small", help="see the module's docstring")
     p_run.add_argument(
         "--data",
         help="Multi30k folder: train.{en,de}, val.{en,de} (small); the tokenised files, as ../shared/data/multi30k-tok "
@@ -435,11 +468,17 @@ def main() -> int:
     p_run.add_argument(
         "--steps",
         type=int,
-        help="updates per run (small: a multiple of 20, 2000; m30k: a cap on its stopping rule); 40 with --cpu-smoke",
+        help="updates per run (small: a multiple of 20, 2000; m30k: a cap on its stopping rule; m30k_budget: its "
+        "1,800 only); 40 with --cpu-smoke",
     )
-    p_run.add_argument("--rows", nargs="+", help=f"default {ROWS} (small), {M30K_ROWS} (m30k)")
-    p_run.add_argument("--seeds", nargs="+", type=int, help=f"default {SEEDS} (small), {M30K_SEEDS} (m30k)")
-    p_run.add_argument("--launcher", help="conf/hydra/launcher for a row's seeds: basic (small), parallel (m30k)")
+    p_run.add_argument("--rows", nargs="+", help=f"default {ROWS} (small), {M30K_ROWS} (m30k, m30k_budget)")
+    p_run.add_argument(
+        "--seeds",
+        nargs="+",
+        type=int,
+        help=f"default {SEEDS} (small), {M30K_SEEDS} (m30k), 1-8 (m30k_budget: kept seeds are skipped)",
+    )
+    p_run.add_argument("--launcher", help="conf/hydra/launcher for a row's seeds: basic (small), parallel (m30k*)")
     p_run.add_argument("--workdir", help="the copy's folder; reused (resumed) when it holds one; kept")
     p_run.add_argument("--budget-s", type=float, help="stop dvc repro this many seconds after the start")
     p_run.add_argument("--cpu-smoke", action="store_true", help="trainer=cpu, a tiny model, a 2000-pair slice")
@@ -456,12 +495,15 @@ def main() -> int:
     if args.command == "lock":
         print("".join(f"{name}=={version}\n" for name, version in carried(image_packages(args.image)).items()), end="")
         return 0
-    m30k = args.recipe == "m30k"
+    m30k = args.recipe in M30K_RECIPES
     folder = "multi30k-tok" if m30k else "multi30k"
     shared = REPO.parent / "shared/data" / folder
     args.data = args.data or str(shared if shared.is_dir() else REPO / ".gpu_data" / folder)
     args.rows = args.rows or (M30K_ROWS if m30k else ROWS)
-    args.seeds = args.seeds or (M30K_SEEDS if m30k else SEEDS)
+    default_seeds = M30K_BUDGET_SEEDS if args.recipe == "m30k_budget" else M30K_SEEDS if m30k else SEEDS
+    args.seeds = args.seeds or default_seeds
+    if args.recipe == "m30k_budget" and args.steps and not args.cpu_smoke:
+        parser.error(f"--steps {args.steps}: m30k_budget's 1,800 updates are its recipe (its rate reaches zero there)")
     args.launcher = args.launcher or ("parallel" if m30k else "basic")
     args.steps = args.steps or (40 if args.cpu_smoke else None if m30k else 2000)
     if not m30k and args.steps % 20:

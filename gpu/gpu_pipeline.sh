@@ -22,12 +22,17 @@
 # a call stopped at its budget resumes with the same call only while the machine is warm and device time is left,
 # and its RESULT base_seeds_evaluated says how many seeds the headline averages. `--rows base D1 E` adds Table 3's
 # chosen rows (a second session's call).
+# Issue 61's eight seeds of the budget recipe (--recipe m30k_budget: scale=m30k_budget, 1,800 updates, float32, base x
+# seeds 1-8 side by side; the seeds kept in kept/ from CPU runs are skipped, the rest train here and join them in
+# Table 2, and come back under $OUT/evals for `aiayn-keep <files_at>/evals/base/seedN`, then a commit):
+#   run(command="bash gpu/gpu_pipeline.sh --recipe m30k_budget --data .gpu_data/multi30k-tok \
+#       --workdir /tmp/aiayn-m30k-budget --budget-s 480", carry=[".whl", ".gpu_data"], timeout_s=540)
 # Then, in a second call, learning parity (studies/learning_parity.py: the pipeline against a plain nn.Transformer
 # script, 3 seeds each, 3 runs side by side on the GPU) at the issue's setting, further than on CPU:
 #   run(command="bash gpu/gpu_pipeline.sh --parity --data .gpu_data/multi30k --steps 3000",
 #       carry=[".whl", ".gpu_data"], timeout_s=420)
 # CPU smoke (the same flow on trainer=cpu: a tiny model, 40 steps, a 2000-pair slice): bash gpu/gpu_pipeline.sh --cpu-smoke
-# (and --recipe m30k --cpu-smoke for the m30k recipe's)
+# (and --recipe m30k --cpu-smoke, --recipe m30k_budget --cpu-smoke for the Multi30k recipes')
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"

@@ -49,12 +49,14 @@ SHARED_TOK = REPO.parent / "shared/data/multi30k-tok"
 
 
 @pytest.mark.skipif(not SHARED_TOK.is_dir(), reason=f"no {SHARED_TOK} (the published lc.norm.tok files)")
-def test_the_m30k_recipe_runs_as_the_device_call_does(tmp_path: Path) -> None:
-    """`--recipe m30k --cpu-smoke`: the GPU call's whole flow (a copy, ../shared's files linked as a mirror, dvc repro
-    of base x 2 seeds side by side, Table 2 with the Multi30k BLEU), on the CPU with a tiny model."""
+@pytest.mark.parametrize("recipe", ["m30k", "m30k_budget"])
+def test_the_m30k_recipes_run_as_the_device_call_does(tmp_path: Path, recipe: str) -> None:
+    """`--recipe m30k[_budget] --cpu-smoke`: the GPU call's whole flow (a copy, ../shared's files linked as a mirror,
+    dvc repro of base x 2 seeds side by side, Table 2 with the Multi30k BLEU), on the CPU with a tiny model; the
+    evaluated seeds come back under $OUT/evals, as `aiayn-keep` takes them."""
     env = dict(os.environ, OUT=str(tmp_path / "out"), WANDB_MODE="offline")
     (tmp_path / "out").mkdir()
-    args = ["run", "--recipe", "m30k", "--cpu-smoke", "--seeds", "1", "2", "--workdir", str(tmp_path / "work")]
+    args = ["run", "--recipe", recipe, "--cpu-smoke", "--seeds", "1", "2", "--workdir", str(tmp_path / "work")]
     done = subprocess.run(
         [sys.executable, "gpu/gpu_pipeline.py", *args], cwd=REPO, env=env, capture_output=True, text=True
     )
@@ -68,3 +70,36 @@ def test_the_m30k_recipe_runs_as_the_device_call_does(tmp_path: Path) -> None:
     table2 = (tmp_path / "out/table2.md").read_text()
     assert "Transformer-tiny (Wu et al. 2021)" in table2 and "data: multi30k (lc.norm.tok)" in table2
     assert done.stdout.strip().splitlines()[-1].startswith("RESULT base_test_bleu_lc_tok ")
+    kept = tmp_path / "kept"
+    keep = [sys.executable, "-m", "aiayn.run.kept", *(str(tmp_path / f"out/evals/base/seed{n}") for n in (1, 2))]
+    subprocess.run([*keep, "--kept", str(kept)], check=True, capture_output=True)
+    scale = f"{'m30k_tiny' if recipe == 'm30k' else recipe}_gpu_smoke"
+    assert sorted(p.name for p in (kept / scale / "multi30k-lc.norm.tok/base").iterdir()) == ["seed1", "seed2"]
+    if recipe == "m30k_budget":
+        assert "RESULT table2_base_test_bleu_lc_tok " in done.stdout
+
+
+def test_the_budget_recipe_runs_under_its_own_name_and_its_own_updates() -> None:
+    """On a GPU the budget recipe keeps its scale's name (so the seeds kept from CPU runs count, and those trained
+    there join them) and refuses --steps (its rate decays to zero at its 1,800 updates); a smoke has its own name."""
+    sys.path.insert(0, str(REPO / "gpu"))
+    try:
+        import gpu_pipeline
+    finally:
+        sys.path.remove(str(REPO / "gpu"))
+    import yaml
+
+    config = yaml.safe_load(gpu_pipeline.m30k_scale_config(None, False, "m30k_budget"))
+    assert config["defaults"] == ["m30k_budget", "_self_"] and config["scale"]["name"] == "m30k_budget"
+    assert config["trainer"] == {"precision": "32-true"} and "train" not in config and "model" not in config
+    assert yaml.safe_load(gpu_pipeline.m30k_scale_config(40, True, "m30k_budget"))["scale"]["name"] == (
+        "m30k_budget_gpu_smoke"
+    )
+    assert yaml.safe_load(gpu_pipeline.m30k_scale_config(None, False))["scale"]["name"] == "m30k_tiny_gpu"
+    refused = subprocess.run(
+        [sys.executable, "gpu/gpu_pipeline.py", "run", "--recipe", "m30k_budget", "--steps", "900"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    assert refused.returncode == 2 and "1,800 updates are its recipe" in refused.stderr
