@@ -555,3 +555,34 @@ def test_a_refused_exp_run_leaves_params_yaml_as_it_was(repo: Path) -> None:
     assert (repo / "params.yaml").read_bytes() == before
     assert "lr_factr" in (repo / "params.yaml.refused").read_text()
     assert "up to date" in dvc("status", cwd=repo)  # the next `dvc repro` runs on the file as it was
+
+
+def test_a_killed_exp_run_resumes_with_dvc_repro(repo: Path) -> None:
+    """`dvc exp run` first puts the baseline's outputs in the workspace, which removes a killed run's checkpoints
+    that no commit holds; `dvc repro` runs on the workspace as the killed `dvc exp run` left it (params.yaml keeps the
+    -S values), so it resumes the seed from its last checkpoint (docs/usage.md, "A killed run resumes")."""
+    import signal
+    import time
+
+    env = dict(os.environ, WANDB_MODE="offline", PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    victim = subprocess.Popen(
+        [sys.executable, "-m", "dvc", "exp", "run", "-S", "seeds=[1,2,5]"],
+        cwd=repo,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,  # its own process group: the stage's processes go with it
+    )
+    run_dir, deadline = repo / "runs" / "base" / "seed5", time.monotonic() + 300
+    while not (run_dir / "checkpoints" / "step-00000004.ckpt").exists():
+        assert victim.poll() is None, victim.communicate()[0][-3000:]
+        assert time.monotonic() < deadline, "no second checkpoint of seed 5 within 300 s"
+        time.sleep(0.02)
+    os.killpg(victim.pid, signal.SIGKILL)
+    victim.communicate()
+    assert not (run_dir / "train.json").exists()  # killed mid-way, not after the end
+    assert yaml.safe_load((repo / "params.yaml").read_text())["seeds"] == [1, 2, 5]
+    out = dvc("repro", cwd=repo)
+    assert "runs/base/seed5: resuming from " in out, out
+    assert (run_dir / "train.json").is_file() and (repo / "evals" / "base" / "seed5" / "eval.json").is_file()
