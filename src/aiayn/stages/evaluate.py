@@ -71,6 +71,7 @@ def evaluate(cfg: Config) -> dict[str, Any]:
     kept_folder = kept.kept_run(cfg)
     if kept_folder is not None and not (spec.run_dir / folders.TRAIN_SUMMARY).is_file():
         log.info("%s: kept in %s; the aggregate stage reads it there", spec.name("eval"), kept_folder)
+        spec.eval_dir.parent.mkdir(parents=True, exist_ok=True)  # the row's folder, DVC's output, when all are kept
         return read_json(kept_folder / folders.EVAL)
     float_path = floatpath.pin_stage(cfg.trainer, decode_precision(cfg))
     spec.eval_dir.mkdir(parents=True, exist_ok=True)

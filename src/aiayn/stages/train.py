@@ -72,6 +72,7 @@ def train(cfg: Config) -> dict[str, Any]:
     kept_folder = kept.kept_run(cfg)
     if kept_folder is not None and not (spec.run_dir / folders.TRAIN_SUMMARY).is_file():
         log.info("%s: kept in %s (trained and evaluated before); not trained here", spec.name(), kept_folder)
+        spec.run_dir.parent.mkdir(parents=True, exist_ok=True)  # the row's folder, DVC's output, when all are kept
         return read_json(kept_folder / folders.TRAIN_SUMMARY)
     spec.run_dir.mkdir(parents=True, exist_ok=True)
     lock = lock_run_dir(spec.run_dir)

@@ -463,10 +463,11 @@ def test_kept_seeds_are_skipped_by_train_and_evaluate_and_read_by_aggregate(work
     here = overrides(tmp_path, *extra, data=workspace / "data")
     summary = stage("train").run(prepare(compose([*here, "seed=1"])))
     assert summary == json.loads((workspace / "evals" / "base" / "seed1" / "train.json").read_text())
-    assert not (tmp_path / "runs").exists()  # nothing trained
+    # nothing trained; the row's folder, the train stage's DVC output, exists even when every seed is kept
+    assert list((tmp_path / "runs").rglob("*")) == [tmp_path / "runs" / "base"]
     evaluated = stage("evaluate").run(prepare(compose([*here, "seed=1"])))
     assert evaluated == json.loads((workspace / "evals" / "base" / "seed1" / "eval.json").read_text())
-    assert not (tmp_path / "evals").exists()
+    assert list((tmp_path / "evals").rglob("*")) == [tmp_path / "evals" / "base"]
     ensemble = stage("ensemble")
     ensemble.SEEDS[:] = [1, 2]
     assert ensemble.run(prepare(compose(here))) is None
