@@ -118,8 +118,6 @@ def m30k_scale_config(steps: int | None, smoke: bool, scale: str = "m30k_tiny") 
         cfg["train"] |= {"val_every_steps": every, "ckpt_every_steps": every, "snapshot_every_steps": every}
         cfg["data"] = {"vocab_size": 500, "max_train_pairs": 2000}
         cfg["decode"] = {"bootstrap": 100, "max_len_b": 10}
-        # m30k_budget gives a seed 2 intra-op threads: 2 seeds side by side would oversubscribe a 2-core machine
-        cfg["trainer"] = {"threads": 1}
     return "# @package _global_\n" + yaml.safe_dump(cfg, sort_keys=False)
 
 

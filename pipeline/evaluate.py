@@ -8,6 +8,7 @@ By hand: python pipeline/evaluate.py row=A1 seed=2 decode=greedy
 
 from aiayn.config.cli import hydra_main
 from aiayn.config.schema import Config
+from aiayn.run.kept import idle
 from aiayn.stages.evaluate import evaluate  # imported before the launcher forks a seed's job (hydra/launcher=parallel)
 
 
@@ -16,4 +17,4 @@ def run(cfg: Config) -> dict:
 
 
 if __name__ == "__main__":
-    hydra_main(run)
+    hydra_main(run, idle=idle)

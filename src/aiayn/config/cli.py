@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import sys
 from collections.abc import Callable
@@ -9,7 +10,7 @@ from typing import Any
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig
+from omegaconf import DictConfig, open_dict, read_write
 
 from aiayn.config.composition import (
     CONF_DIR,
@@ -100,10 +101,13 @@ def expand_overrides_from(argv: list[str]) -> list[str]:
     return out
 
 
-def hydra_main(run: Callable[[Config], Any]) -> None:
+def hydra_main(run: Callable[[Config], Any], idle: Callable[[Config], str | None] | None = None) -> None:
     """Run `run(cfg)` under `@hydra.main` on conf/config.yaml (overrides, multirun and launchers included), `cfg`
     each job's config as aiayn.config.resolve.prepare makes it (typed, its row applied, checked), carrying its
-    variant (aiayn.config.composition), derived from that job's overrides."""
+    variant (aiayn.config.composition), derived from that job's overrides.
+
+    `idle(cfg)` says why a job would do nothing (a kept seed), else None: hydra/launcher=parallel asks it of every
+    job before it shares out the cores, so that only jobs with work count (hydra_plugins.aiayn_launcher)."""
     try:
         sys.argv[1:] = expand_seeds_from(expand_overrides_from(sys.argv[1:]))
     except (FileNotFoundError, ValueError) as err:
@@ -122,5 +126,18 @@ def hydra_main(run: Callable[[Config], Any]) -> None:
             return run(prepare(with_variant(cfg, list(HydraConfig.get().overrides.task), CONF_DIR)))
         except OneLineError as err:  # a full disk, a failed download: one line naming the file; no traceback
             sys.exit(f"error: {err}")
+
+    if idle is not None:
+
+        def pending(sweep_config: DictConfig, overrides: list[str]) -> bool:
+            cfg = copy.deepcopy(sweep_config)
+            with read_write(cfg), open_dict(cfg):
+                del cfg["hydra"]  # as Hydra's run_job hands a job its config
+            try:
+                return idle(prepare(with_variant(cfg, overrides, CONF_DIR))) is None
+            except Exception:  # a bad config: pending, so that the job itself reports it
+                return True
+
+        job.pending = pending  # type: ignore[attr-defined]
 
     hydra.main(config_path=str(CONF_DIR), config_name=ROOT_CONFIG, version_base="1.3")(job)()

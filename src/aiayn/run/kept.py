@@ -113,6 +113,20 @@ def kept_run(cfg: Config) -> Path | None:
     return folder
 
 
+def kept_instead(cfg: Config) -> Path | None:
+    """The kept folder that stands for cfg's seed in this checkout (kept_run), unless the checkout trained the seed
+    itself (its run folder holds a train.json): the train and evaluate stages then skip it."""
+    folder = kept_run(cfg)
+    return folder if folder is not None and not (RunSpec.of(cfg).run_dir / folders.TRAIN_SUMMARY).is_file() else None
+
+
+def idle(cfg: Config) -> str | None:
+    """Why a train or evaluate job of cfg would do nothing here (its seed is kept), else None: hydra/launcher=parallel
+    asks before it shares out the cores (aiayn.config.cli.hydra_main), so a kept seed takes none."""
+    folder = kept_instead(cfg)
+    return None if folder is None else f"kept in {folder}"
+
+
 def keep(eval_dir: Path | str, kept: Path | str = KEPT, replace: bool = False) -> Path:
     """Copy a finished evaluation folder (the evaluate stage's evals/{row}/[{variant}/]seed{N}) into the kept tree,
     as a whole folder put in place at once; return where. A kept seed whose files differ is refused unless

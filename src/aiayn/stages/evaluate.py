@@ -68,8 +68,8 @@ def evaluate(cfg: Config) -> dict[str, Any]:
     hypotheses. A section whose checkpoints are the same as the one before reuses its model."""
     tracking.refuse_secrets(cfg)
     spec, bpe_dir = RunSpec.of(cfg), Path(cfg.paths.bpe)
-    kept_folder = kept.kept_run(cfg)
-    if kept_folder is not None and not (spec.run_dir / folders.TRAIN_SUMMARY).is_file():
+    kept_folder = kept.kept_instead(cfg)
+    if kept_folder is not None:
         log.info("%s: kept in %s; the aggregate stage reads it there", spec.name("eval"), kept_folder)
         spec.eval_dir.parent.mkdir(parents=True, exist_ok=True)  # the row's folder, DVC's output, when all are kept
         return read_json(kept_folder / folders.EVAL)

@@ -69,8 +69,8 @@ def train(cfg: Config) -> dict[str, Any]:
     """Train `cfg.row` with `cfg.seed`; return (and write) the train.json summary."""
     tracking.refuse_secrets(cfg)
     spec = RunSpec.of(cfg)
-    kept_folder = kept.kept_run(cfg)
-    if kept_folder is not None and not (spec.run_dir / folders.TRAIN_SUMMARY).is_file():
+    kept_folder = kept.kept_instead(cfg)
+    if kept_folder is not None:
         log.info("%s: kept in %s (trained and evaluated before); not trained here", spec.name(), kept_folder)
         spec.run_dir.parent.mkdir(parents=True, exist_ok=True)  # the row's folder, DVC's output, when all are kept
         return read_json(kept_folder / folders.TRAIN_SUMMARY)

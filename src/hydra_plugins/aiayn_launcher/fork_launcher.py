@@ -6,7 +6,10 @@ in a fork of the launching process, which has imported them once: the pipeline s
 at the top, before any thread pool exists. The workers are the standard library's ProcessPoolExecutor with the
 "fork" start method (with more jobs than workers a worker runs several in turn, as joblib's do), each with
 `cpu_count // n_jobs` intra-op threads (at least 1), as joblib gives its workers, unless the stage pins its own
-(`trainer.threads`: the cpu trainer's 1, aiayn.run.floatpath).
+(`trainer.threads`: the cpu trainer's 1, aiayn.run.floatpath). A job with nothing to do takes no share of the cores:
+where the task function has a `pending(config, overrides)` attribute (aiayn.config.cli: the train stage's seeds kept
+in the repository answer False), n_jobs counts only the jobs it calls pending, so the one seed left of eight trains on
+every core rather than on half of them beside seven that return at once.
 
     python pipeline/train.py -m seed=1,2,3 hydra/launcher=parallel     # conf/hydra/launcher/parallel.yaml
 
@@ -36,7 +39,7 @@ from hydra_plugins.aiayn_launcher._conf import JOBS
 log = logging.getLogger(__name__)
 
 
-def _run(idx: int, overrides: Sequence[str]) -> JobReturn:
+def _run(idx: int, job_idx: int, overrides: Sequence[str]) -> JobReturn:
     """One job in a forked worker: the sweep config of `overrides`, then Hydra's own run_job. Hydra's globals and
     singletons are the launching process's, inherited (restoring them, as a fresh interpreter must, would scan the
     plugins again)."""
@@ -45,10 +48,11 @@ def _run(idx: int, overrides: Sequence[str]) -> JobReturn:
     state = dict(JOBS)
     torch.set_num_threads(state["threads"])
     context: HydraContext = state["context"]
-    sweep_config = context.config_loader.load_sweep_config(state["config"], list(overrides))
+    loaded = state["configs"]  # composed by the launching process where it asked the task which jobs are pending
+    sweep_config = loaded[idx] if loaded else context.config_loader.load_sweep_config(state["config"], list(overrides))
     with open_dict(sweep_config):
-        sweep_config.hydra.job.id = f"{sweep_config.hydra.job.name}_{idx}"
-        sweep_config.hydra.job.num = idx
+        sweep_config.hydra.job.id = f"{sweep_config.hydra.job.name}_{job_idx}"
+        sweep_config.hydra.job.num = job_idx
     HydraConfig.instance().set_config(sweep_config)
     return run_job(
         hydra_context=context,
@@ -87,32 +91,54 @@ class ForkLauncher(Launcher):
         why_not = can_fork()
         if why_not is not None:
             return self._joblib(job_overrides, initial_job_idx, why_not)
-        jobs = min(self.n_jobs, len(job_overrides))
+        configs, idle = self._pending(job_overrides)
+        jobs = min(self.n_jobs, max(1, len(job_overrides) - idle))
         # At DEBUG: each job names itself in its own lines (a training run's progress and summary, an evaluation's
         # scores), and under DVC the stage's command says which seeds; a default `dvc repro` has 40 such sweeps.
         differ = [
             " ".join(o for o in filter_overrides(overrides) if not all(o in other for other in job_overrides))
             for overrides in job_overrides
         ]
-        log.debug(f"Forking {len(job_overrides)} job(s), {jobs} at a time ({', '.join(differ)}) into {sweep_dir}")
+        log.debug(
+            f"Forking {len(job_overrides)} job(s), {jobs} at a time"
+            + (f" ({idle} with nothing to do)" if idle else "")
+            + f" ({', '.join(differ)}) into {sweep_dir}"
+        )
         for idx, overrides in enumerate(job_overrides):
             log.debug(f"\t#{initial_job_idx + idx} : {' '.join(filter_overrides(overrides))}")
         JOBS.update(
             context=self.hydra_context,
             config=self.config,
             task=self.task_function,
+            configs=configs,
             threads=max(1, (os.cpu_count() or 1) // jobs),
         )
         try:
             context = multiprocessing.get_context("fork")
             with ProcessPoolExecutor(jobs, mp_context=context) as pool:
                 futures = [
-                    pool.submit(_run, initial_job_idx + idx, list(overrides))
+                    pool.submit(_run, idx, initial_job_idx + idx, list(overrides))
                     for idx, overrides in enumerate(job_overrides)
                 ]
                 return [future.result() for future in futures]
         finally:
             JOBS.clear()
+
+    def _pending(self, job_overrides: Sequence[Sequence[str]]) -> tuple[list[DictConfig], int]:
+        """Where the task function has `pending(config, overrides)`: every job's config, composed here once (its
+        worker uses it), and how many jobs it calls not pending; else ([], 0). The task's warnings are held back
+        here: each job says them again when it runs."""
+        pending = getattr(self.task_function, "pending", None)
+        if pending is None:
+            return [], 0
+        assert self.hydra_context is not None and self.config is not None
+        loader = self.hydra_context.config_loader
+        configs = [loader.load_sweep_config(self.config, list(o)) for o in job_overrides]
+        logging.disable(logging.WARNING)
+        try:
+            return configs, sum(not pending(c, list(o)) for c, o in zip(configs, job_overrides, strict=True))
+        finally:
+            logging.disable(logging.NOTSET)
 
     def _joblib(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int, why: str) -> Sequence[JobReturn]:
         from hydra_plugins.hydra_joblib_launcher.joblib_launcher import JoblibLauncher

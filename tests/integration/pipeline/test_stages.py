@@ -454,13 +454,15 @@ def test_kept_seeds_are_skipped_by_train_and_evaluate_and_read_by_aggregate(work
     """Seeds trained and evaluated on another machine and kept (aiayn-keep, committed): on a machine with none of
     their runs, train and evaluate skip them, the ensemble is not made of the rest, and the tables read them and
     say so; a seed kept with another recipe is trained again."""
-    from aiayn.run.kept import keep
+    from aiayn.run.kept import idle, keep
 
     kept = tmp_path / "kept"
     for seed in (1, 2):
         keep(workspace / "evals" / "base" / f"seed{seed}", kept)
     extra = (f"paths.kept={kept}", f"tables.params_file={workspace}/params.yaml")
     here = overrides(tmp_path, *extra, data=workspace / "data")
+    # what the parallel launcher asks before it shares out the cores: only seed 3 would take a share
+    assert [bool(idle(prepare(compose([*here, f"seed={seed}"])))) for seed in (1, 2, 3)] == [True, True, False]
     summary = stage("train").run(prepare(compose([*here, "seed=1"])))
     assert summary == json.loads((workspace / "evals" / "base" / "seed1" / "train.json").read_text())
     # nothing trained; the row's folder, the train stage's DVC output, exists even when every seed is kept
@@ -479,5 +481,6 @@ def test_kept_seeds_are_skipped_by_train_and_evaluate_and_read_by_aggregate(work
     # kept with another recipe (its conf file changed since): the kept seed is not used, and the seed trains here
     config = kept / "smoke" / "synthetic" / "base" / "seed1" / "config.yaml"
     config.write_text(config.read_text().replace("label_smoothing: 0.1", "label_smoothing: 0.2"))
+    assert idle(prepare(compose([*here, "seed=1"]))) is None
     stage("train").run(prepare(compose([*here, "seed=1"])))
     assert (tmp_path / "runs" / "base" / "seed1" / "train.json").is_file()

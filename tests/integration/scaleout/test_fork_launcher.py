@@ -10,13 +10,13 @@ import sys
 from pathlib import Path
 
 # A Hydra app whose launching process runs torch on two intra-op threads (so the thread pool exists when it forks),
-# then four jobs, two at a time: each job runs torch again and records who ran it.
+# then four jobs, two at a time: each job runs torch again and records who ran it. With PENDING_SEEDS, the task
+# function says which jobs have work (the rest would return at once) and the launching process runs no torch.
 APP = """
 import json, os, sys
 import hydra, torch
 import wave  # only the launching process imports it: a job that has it inherited the parent's modules
 
-@hydra.main(config_path="conf", config_name="config", version_base="1.3")
 def job(cfg):
     x = torch.randn(256, 256)
     torch.set_num_threads(torch.get_num_threads())  # the job's own setting, as the launcher made it
@@ -27,16 +27,20 @@ def job(cfg):
         json.dump(record, f)
     return cfg.seed * 10
 
+if os.environ.get("PENDING_SEEDS"):  # the jobs with work to do; the rest would return at once (a kept seed)
+    job.pending = lambda config, overrides: str(config.seed) in os.environ["PENDING_SEEDS"].split(",")
+
 if __name__ == "__main__":
-    torch.set_num_threads(2)
-    torch.randn(512, 512) @ torch.randn(512, 512)  # the parent's OpenMP pool now exists
+    if not os.environ.get("PENDING_SEEDS"):
+        torch.set_num_threads(2)
+        torch.randn(512, 512) @ torch.randn(512, 512)  # the parent's OpenMP pool now exists
     with open(sys.argv[-1].split("=", 1)[1] + "/parent.json", "w") as f:
         json.dump(dict(pid=os.getpid()), f)
-    job()
+    hydra.main(config_path="conf", config_name="config", version_base="1.3")(job)()
 """
 
 
-def test_jobs_run_in_forks_of_the_launching_process_without_deadlock(tmp_path: Path) -> None:
+def launch(tmp_path: Path, seeds: str, **env: str) -> subprocess.CompletedProcess:
     (tmp_path / "conf").mkdir()
     (tmp_path / "conf" / "config.yaml").write_text(
         "defaults:\n  - override hydra/launcher: fork\n  - _self_\nseed: 0\nout: .\n"
@@ -44,14 +48,19 @@ def test_jobs_run_in_forks_of_the_launching_process_without_deadlock(tmp_path: P
     )
     (tmp_path / "app.py").write_text(APP)
     proc = subprocess.run(
-        [sys.executable, "app.py", "-m", "seed=1,2,3,4", "hydra.verbose=true", f"out={tmp_path}"],
+        [sys.executable, "app.py", "-m", f"seed={seeds}", "hydra.verbose=true", f"out={tmp_path}"],
         cwd=tmp_path,
         capture_output=True,
         text=True,
         timeout=300,  # a deadlocked fork would hang here
-        env=dict(os.environ, HYDRA_FULL_ERROR="1"),
+        env=dict(os.environ, HYDRA_FULL_ERROR="1", **env),
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
+def test_jobs_run_in_forks_of_the_launching_process_without_deadlock(tmp_path: Path) -> None:
+    proc = launch(tmp_path, "1,2,3,4")
     assert "Forking 4 job(s), 2 at a time" in proc.stdout + proc.stderr  # at DEBUG: hydra.verbose
     parent = json.loads((tmp_path / "parent.json").read_text())["pid"]
     jobs = [json.loads((tmp_path / f"job{seed}.json").read_text()) for seed in (1, 2, 3, 4)]
@@ -59,6 +68,26 @@ def test_jobs_run_in_forks_of_the_launching_process_without_deadlock(tmp_path: P
     assert all(j["ppid"] == parent and j["pid"] != parent for j in jobs)  # forks of the launching process
     assert len({j["pid"] for j in jobs}) == 2  # two workers, each running two jobs in turn
     assert {j["threads"] for j in jobs} == {max(1, (os.cpu_count() or 1) // 2)}  # cores shared out, as joblib does
+
+
+def test_jobs_with_nothing_to_do_take_no_share_of_the_cores(tmp_path: Path) -> None:
+    """A task function's `pending` (the train stage's: seeds kept in the repository are not) decides how many jobs
+    share the cores: one job left of three runs on all of them, alone. (The launching process runs no torch first:
+    a fork using more than one OpenMP thread after its parent's pool ran hangs, so the stage scripts fork before
+    any torch work.)"""
+    proc = launch(tmp_path, "1,2,3", PENDING_SEEDS="3")
+    assert "Forking 3 job(s), 1 at a time (2 with nothing to do)" in proc.stdout + proc.stderr
+    jobs = [json.loads((tmp_path / f"job{seed}.json").read_text()) for seed in (1, 2, 3)]
+    assert {j["threads"] for j in jobs} == {os.cpu_count() or 1}
+    assert len({j["pid"] for j in jobs}) == 1  # one worker, running the three in turn
+    assert [j["seed"] for j in jobs] == [1, 2, 3]  # each job's own config, composed by the launching process
+
+
+def test_two_pending_jobs_of_many_share_the_cores_as_two(tmp_path: Path) -> None:
+    proc = launch(tmp_path, "1,2,3,4", PENDING_SEEDS="2,4")
+    assert "Forking 4 job(s), 2 at a time (2 with nothing to do)" in proc.stdout + proc.stderr
+    jobs = [json.loads((tmp_path / f"job{seed}.json").read_text()) for seed in (1, 2, 3, 4)]
+    assert {j["threads"] for j in jobs} == {max(1, (os.cpu_count() or 1) // 2)}
 
 
 # In a fresh interpreter (a pytest worker runs threads of its own, e.g. from earlier tests' libraries): forking is
