@@ -45,14 +45,22 @@ def test_folder_remote_carries_results_to_another_clone(repo: Path, sh, tmp_path
 
 
 def test_queued_experiments_run_two_at_a_time(repo: Path, sh) -> None:
+    """Two seeds queued, then two workers. A worker of DVC's queue can exit with an experiment still queued
+    (treeverse/dvc#10562; seen here once in a full test run): `dvc queue start` again picks it up, as
+    docs/scaling.md tells a user to do."""
     for seed in (3, 4):
         dvc(sh, repo, "exp", "run", "--queue", "-S", f"seeds=[{seed}]", "-n", f"seed{seed}")
     dvc(sh, repo, "queue", "start", "-j", "2")
-    deadline = time.monotonic() + 1200
+    deadline, stalled, restarts = time.monotonic() + 1200, 0, 0
     while True:
         status = dvc(sh, repo, "queue", "status")
         if not any(word in status for word in ("Queued", "Running")) or time.monotonic() > deadline:
             break
+        stalled = stalled + 1 if "Queued" in status and "Running" not in status else 0
+        if stalled >= 3:  # 15 s with an experiment queued and none running: no worker is left to take it
+            restarts, stalled = restarts + 1, 0
+            assert restarts <= 3, status
+            dvc(sh, repo, "queue", "start", "-j", "2")
         time.sleep(5)
     assert status.count("Success") == 2, status
     shown = json.loads(dvc(sh, repo, "exp", "show", "--json"))
