@@ -165,7 +165,8 @@ def test_a_gpu_measurement_rewrites_one_entry_and_keeps_the_comments(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "hours, shown", [(0.4, "24 min"), (1.99, "119 min"), (2.5, "2.5 hours"), (50, "2 days"), (507270.7, "58 years")]
+    "hours, shown",
+    [(0.005, "18 s"), (0.4, "24 min"), (1.99, "119 min"), (2.5, "2.5 hours"), (50, "2 days"), (507270.7, "58 years")],
 )
 def test_a_duration_reads_in_units_a_person_reads(hours: float, shown: str):
     assert duration(hours) == shown
@@ -175,3 +176,17 @@ def test_an_unmeasured_device_says_what_its_estimate_assumes(capsys):
     assert main(["--params", "params.yaml", "-S", "scale=paper", "-S", "data=wmt14_en_de", "--device", "H100"]) == 0
     out = capsys.readouterr().out
     assert "H100 hours from an estimated speed (H200's measured MFU" in out
+
+
+def test_a_model_far_smaller_than_base_on_a_gpu_is_priced_as_a_lower_bound(params, tmp_path):
+    """Base's MFU does not carry to a model 19x smaller per token (m30k_budget), whose steps wait on kernel launches:
+    the plan says its time is a lower bound, unmeasured, and names the call that measures it; base stays measured."""
+    from aiayn.cost.plan import format_plan, plan
+
+    sets = ["data=multi30k_tok", "rows=[base]", "seeds=[1,2,3,4]", "trainer=gpu", "launcher=basic"]
+    small = plan(apply_sets(params, [*sets, "scale=m30k_budget"]), "H200", tmp_path)
+    assert not small["records"][0]["measured"] and "kernel launches" in small["records"][0]["speed"]
+    shown = format_plan(small)
+    assert "at least" in shown and "gpu/gpu_pipeline.sh" in shown
+    paper = plan(apply_sets(params, ["scale=paper", "data=wmt14_en_de", *sets[1:]]), "H200", tmp_path)
+    assert paper["records"][0]["measured"] and "about" in format_plan(paper).splitlines()[-1]

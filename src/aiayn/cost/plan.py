@@ -121,12 +121,17 @@ def speed(
     peak = peak_flops(device, "bf16-mixed")  # the datasheet's dense bf16 rate, aiayn.cost.flops's table
     if peak is None:
         raise KeyError(f"no datasheet peak for {device!r} in aiayn.cost.flops.PEAK_FLOPS; add it there")
-    return Speed(
-        mfu * peak,
-        entry["decode_mfu"] * peak,
-        measured,
-        entry["base"].get("measured", "estimate") if measured else entry.get("assumed", "not measured"),
-    )
+    source = entry["base"].get("measured", "estimate") if measured else entry.get("assumed", "not measured")
+    if lo - here > math.log(2):  # under half base's FLOPs per token: base's MFU is out of reach
+        smaller = math.exp(lo - here)
+        return Speed(
+            mfu * peak,
+            entry["decode_mfu"] * peak,
+            False,
+            f"base's MFU ({source}) for a model {smaller:.0f}x smaller per token, whose steps wait on kernel "
+            "launches rather than FLOPs: a lower bound on its time",
+        )
+    return Speed(mfu * peak, entry["decode_mfu"] * peak, measured, source)
 
 
 def _holds(when: Mapping[str, Any], settings: Mapping[str, Any]) -> bool:
@@ -238,6 +243,11 @@ def _fmt(x: float) -> str:
     return f"{x:.2e}"
 
 
+def _hours(x: float) -> str:
+    """Hours to two decimals, or to one significant digit under 0.01 (a small model on a GPU)."""
+    return f"{x:.2f}" if x >= 0.01 or x == 0 else f"{x:.1g}"
+
+
 def format_plan(result: dict[str, Any]) -> str:
     cols = ("row", "seeds", "steps", "batch", "train FLOPs", "decode FLOPs", "h / run", "h total")
     body = [
@@ -248,14 +258,12 @@ def format_plan(result: dict[str, Any]) -> str:
             str(r["batch_tokens"]),
             _fmt(r["train_flops"]),
             _fmt(r["decode_flops"]),
-            f"{r['hours_per_run']:.2f}",
-            f"{r['hours']:.2f}",
+            _hours(r["hours_per_run"]),
+            _hours(r["hours"]),
         )
         for r in result["records"]
     ]
-    body.append(
-        ("total", str(sum(r["seeds"] for r in result["records"])), "", "", "", "", "", f"{result['hours']:.2f}")
-    )
+    body.append(("total", str(sum(r["seeds"] for r in result["records"])), "", "", "", "", "", _hours(result["hours"])))
     widths = [max(len(c), *(len(b[i]) for b in body)) for i, c in enumerate(cols)]
     lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(cols, widths)))]
     lines += ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(b, widths))) for b in body]
@@ -278,11 +286,25 @@ def format_plan(result: dict[str, Any]) -> str:
                 f"of wall time for training and decoding (fetch, bpe and aggregate not counted), at the rate measured "
                 f"on one 2-core machine; whole runs measured on others: docs/results.md#how-long-it-takes."
             )
+        else:
+            bound = "about" if first["measured"] else "at least"
+            lines.append(
+                f"One run after another on one {result['device']} (launcher={result['launcher']}): {bound} "
+                f"{duration(result['wall_hours'])} of wall time for training and decoding"
+                + (
+                    "; how much longer a small model takes is measured by a GPU call (gpu/gpu_pipeline.sh)."
+                    if "kernel launches" in first["speed"]
+                    else "."
+                )
+            )
     return "\n".join(lines)
 
 
 def duration(hours: float) -> str:
-    """Hours as a person reads them: minutes under two hours, hours under two days, then days, then years."""
+    """Hours as a person reads them: seconds under a minute, minutes under two hours, hours under two days, then
+    days, then years."""
+    if hours < 1 / 60:
+        return f"{hours * 3600:.0f} s"
     if hours < 2:
         return f"{hours * 60:.0f} min"
     if hours < 48:
