@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import logging
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -27,6 +28,8 @@ from aiayn.config.resolve import prepare
 from aiayn.config.schema import SECRET_KEY, Config, ConfigError
 from aiayn.io import OneLineError
 from aiayn.progress import quiet_third_parties
+
+log = logging.getLogger(__name__)
 
 SEEDS_FROM = "seeds_from="
 OVERRIDES_FROM = "overrides_from="
@@ -130,13 +133,19 @@ def hydra_main(run: Callable[[Config], Any], idle: Callable[[Config], str | None
     if idle is not None:
 
         def pending(sweep_config: DictConfig, overrides: list[str]) -> bool:
-            cfg = copy.deepcopy(sweep_config)
-            with read_write(cfg), open_dict(cfg):
-                del cfg["hydra"]  # as Hydra's run_job hands a job its config
+            cfg, current = copy.deepcopy(sweep_config), HydraConfig.instance()
+            previous = current.cfg
             try:
+                # the job's own Hydra config, as run_job sets it: a variant's second composition runs inside it
+                current.set_config(cfg)
+                with read_write(cfg), open_dict(cfg):
+                    del cfg["hydra"]  # as run_job hands a job its config
                 return idle(prepare(with_variant(cfg, overrides, CONF_DIR))) is None
-            except Exception:  # a bad config: pending, so that the job itself reports it
+            except Exception as err:  # a bad config: pending, so that the job itself reports it
+                log.debug("%s: counted as pending (%s)", " ".join(overrides), err)
                 return True
+            finally:
+                current.cfg = previous
 
         job.pending = pending  # type: ignore[attr-defined]
 

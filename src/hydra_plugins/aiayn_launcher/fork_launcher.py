@@ -4,12 +4,14 @@ Hydra's joblib launcher starts each worker as a fresh interpreter (loky), which 
 wandb again: on 2 CPU cores, three workers doing that at once cost seconds per stage. This launcher runs each job
 in a fork of the launching process, which has imported them once: the pipeline scripts import their stage's module
 at the top, before any thread pool exists. The workers are the standard library's ProcessPoolExecutor with the
-"fork" start method (with more jobs than workers a worker runs several in turn, as joblib's do), each with
-`cpu_count // n_jobs` intra-op threads (at least 1), as joblib gives its workers, unless the stage pins its own
-(`trainer.threads`: the cpu trainer's 1, aiayn.run.floatpath). A job with nothing to do takes no share of the cores:
-where the task function has a `pending(config, overrides)` attribute (aiayn.config.cli: the train stage's seeds kept
-in the repository answer False), n_jobs counts only the jobs it calls pending, so the one seed left of eight trains on
-every core rather than on half of them beside seven that return at once.
+"fork" start method (with more jobs than workers a worker runs several in turn, as joblib's do), each with an equal
+share of the cores as intra-op threads, `cpu_count // min(n_jobs, jobs with work)` (at least 1), unless the stage
+pins its own (`trainer.threads`: the cpu trainer's 1, aiayn.run.floatpath). Jobs with work: where the task function
+has a `pending(config, overrides)` attribute (aiayn.config.cli: the train and evaluate stages' seeds kept in the
+repository answer False), the jobs it calls pending, so the one seed left of eight trains on every core rather than
+on half of them beside seven that return at once; else every job. The share is set once, at launch: three seeds to
+train with n_jobs 2 each get half the cores, the third too. The joblib fallback shares them as joblib does,
+`cpu_count // n_jobs` for every job.
 
     python pipeline/train.py -m seed=1,2,3 hydra/launcher=parallel     # conf/hydra/launcher/parallel.yaml
 
@@ -134,11 +136,12 @@ class ForkLauncher(Launcher):
         assert self.hydra_context is not None and self.config is not None
         loader = self.hydra_context.config_loader
         configs = [loader.load_sweep_config(self.config, list(o)) for o in job_overrides]
-        logging.disable(logging.WARNING)
+        disabled = logging.root.manager.disable
+        logging.disable(max(disabled, logging.WARNING))
         try:
             return configs, sum(not pending(c, list(o)) for c, o in zip(configs, job_overrides, strict=True))
         finally:
-            logging.disable(logging.NOTSET)
+            logging.disable(disabled)
 
     def _joblib(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int, why: str) -> Sequence[JobReturn]:
         from hydra_plugins.hydra_joblib_launcher.joblib_launcher import JoblibLauncher

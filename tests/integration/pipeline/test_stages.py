@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -448,6 +449,31 @@ def test_a_run_with_patience_resumed_midway_stops_where_it_would_have(workspace:
     assert resumed["val_loss"] == through["val_loss"] and resumed["best_val_loss"] == through["best_val_loss"]
     a, b = (torch.load(RunSpec.of(cfg(d, 40)).checkpoints / "last.ckpt", weights_only=True)["state_dict"] for d in "ab")
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_the_parallel_launcher_gives_kept_seeds_no_share_of_the_cores(workspace: Path, tmp_path: Path) -> None:
+    """pipeline/train.py as dvc.yaml runs it (hydra/launcher=parallel), for a variant (a second composition inside
+    the launching process) whose two seeds are kept: the launcher asks the stage, counts both as having nothing to
+    do, and runs them one at a time; nothing trains."""
+    import shutil
+    import subprocess
+    import sys
+
+    from aiayn.run.kept import kept_spec
+
+    kept = tmp_path / "kept"
+    here = overrides(tmp_path, f"paths.kept={kept}", data=workspace / "data")
+    for seed in (1, 2):
+        target = kept_spec(prepare(compose([*here, "decode.beam_size=2", f"seed={seed}"]))).eval_dir
+        shutil.copytree(workspace / "evals" / "base" / f"seed{seed}", target)  # a decode variant: the same recipe
+    proc = subprocess.run(
+        [sys.executable, "pipeline/train.py", "-m", "hydra/launcher=parallel", *here, "decode.beam_size=2",
+         "seed=1,2", "hydra.verbose=[hydra_plugins]", f"hydra.sweep.dir={tmp_path}/sweep"],
+        cwd=REPO, capture_output=True, text=True, timeout=600, env=dict(os.environ, WANDB_MODE="offline"),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Forking 2 job(s), 1 at a time (2 with nothing to do)" in proc.stdout + proc.stderr
+    assert not list((tmp_path / "runs").rglob("*.ckpt"))
 
 
 def test_kept_seeds_are_skipped_by_train_and_evaluate_and_read_by_aggregate(workspace: Path, tmp_path: Path) -> None:

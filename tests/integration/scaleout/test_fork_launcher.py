@@ -10,18 +10,23 @@ import sys
 from pathlib import Path
 
 # A Hydra app whose launching process runs torch on two intra-op threads (so the thread pool exists when it forks),
-# then four jobs, two at a time: each job runs torch again and records who ran it. With PENDING_SEEDS, the task
-# function says which jobs have work (the rest would return at once) and the launching process runs no torch.
+# then four jobs, two at a time: each job records the launcher's share of the cores, pins one thread as trainer=cpu
+# does (a fork using more after its parent's OpenMP pool ran hangs), runs torch and records who ran it. With
+# PENDING_SEEDS, the task function says which jobs have work (the rest would return at once), and the launching
+# process runs no torch, so each job computes on its share.
 APP = """
 import json, os, sys
 import hydra, torch
+from hydra.core.hydra_config import HydraConfig
 import wave  # only the launching process imports it: a job that has it inherited the parent's modules
 
 def job(cfg):
+    share = torch.get_num_threads()  # as the launcher made it
+    if not os.environ.get("PENDING_SEEDS"):
+        torch.set_num_threads(1)
     x = torch.randn(256, 256)
-    torch.set_num_threads(torch.get_num_threads())  # the job's own setting, as the launcher made it
     y = (x @ x).sum().item()
-    record = dict(seed=cfg.seed, pid=os.getpid(), ppid=os.getppid(), threads=torch.get_num_threads(),
+    record = dict(seed=cfg.seed, pid=os.getpid(), ppid=os.getppid(), threads=share, num=HydraConfig.get().job.num,
                   inherited="wave" in sys.modules, finite=y == y)
     with open(f"{cfg.out}/job{cfg.seed}.json", "w") as f:
         json.dump(record, f)
@@ -40,15 +45,15 @@ if __name__ == "__main__":
 """
 
 
-def launch(tmp_path: Path, seeds: str, **env: str) -> subprocess.CompletedProcess:
+def launch(tmp_path: Path, seeds: str, *args: str, n_jobs: int = 2, **env: str) -> subprocess.CompletedProcess:
     (tmp_path / "conf").mkdir()
     (tmp_path / "conf" / "config.yaml").write_text(
         "defaults:\n  - override hydra/launcher: fork\n  - _self_\nseed: 0\nout: .\n"
-        "hydra:\n  launcher:\n    n_jobs: 2\n  sweep:\n    dir: sweep\n"
+        f"hydra:\n  launcher:\n    n_jobs: {n_jobs}\n  sweep:\n    dir: sweep\n"
     )
     (tmp_path / "app.py").write_text(APP)
     proc = subprocess.run(
-        [sys.executable, "app.py", "-m", f"seed={seeds}", "hydra.verbose=true", f"out={tmp_path}"],
+        [sys.executable, "app.py", "-m", f"seed={seeds}", *args, "hydra.verbose=true", f"out={tmp_path}"],
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -84,10 +89,19 @@ def test_jobs_with_nothing_to_do_take_no_share_of_the_cores(tmp_path: Path) -> N
 
 
 def test_two_pending_jobs_of_many_share_the_cores_as_two(tmp_path: Path) -> None:
-    proc = launch(tmp_path, "1,2,3,4", PENDING_SEEDS="2,4")
+    """n_jobs 4, two jobs with work of four: two workers, each with half the cores (a quarter without `pending`)."""
+    proc = launch(tmp_path, "1,2,3,4", n_jobs=4, PENDING_SEEDS="2,4")
     assert "Forking 4 job(s), 2 at a time (2 with nothing to do)" in proc.stdout + proc.stderr
     jobs = [json.loads((tmp_path / f"job{seed}.json").read_text()) for seed in (1, 2, 3, 4)]
     assert {j["threads"] for j in jobs} == {max(1, (os.cpu_count() or 1) // 2)}
+    assert len({j["pid"] for j in jobs}) == 2
+
+
+def test_jobs_keep_their_configs_and_numbers_across_the_sweepers_batches(tmp_path: Path) -> None:
+    """Configs composed by the launching process go to their own jobs, numbered through the sweep, in every batch."""
+    launch(tmp_path, "1,2,3,4,5", "hydra.sweeper.max_batch_size=2", PENDING_SEEDS="2,3,5")
+    jobs = [json.loads((tmp_path / f"job{seed}.json").read_text()) for seed in (1, 2, 3, 4, 5)]
+    assert [(j["seed"], j["num"]) for j in jobs] == [(1, 0), (2, 1), (3, 2), (4, 3), (5, 4)]
 
 
 # In a fresh interpreter (a pytest worker runs threads of its own, e.g. from earlier tests' libraries): forking is
