@@ -77,12 +77,14 @@ def _read(path: Path) -> dict[str, Any]:
 
 @dataclass
 class Speed:
-    """A device's counted-FLOP rate for one model (FLOP/s), for training and decoding, and whether measured."""
+    """A device's counted-FLOP rate for one model (FLOP/s), for training and decoding, whether measured, and whether
+    only an upper bound on the rate (a lower bound on the time)."""
 
     train: float
     decode: float
     measured: bool
     source: str
+    lower_bound: bool = False
 
 
 def speed(
@@ -130,6 +132,7 @@ def speed(
             False,
             f"base's MFU ({source}) for a model {smaller:.0f}x smaller per token, whose steps wait on kernel "
             "launches rather than FLOPs: a lower bound on its time",
+            lower_bound=True,
         )
     return Speed(mfu * peak, entry["decode_mfu"] * peak, measured, source)
 
@@ -203,6 +206,7 @@ def plan(
                 hours=hours * len(seeds[row]),
                 speed=rate.source,
                 measured=rate.measured,
+                lower_bound=rate.lower_bound,
                 lengths=lengths,
                 lengths_measured=data["measured"],
             )
@@ -287,13 +291,14 @@ def format_plan(result: dict[str, Any]) -> str:
                 f"on one 2-core machine; whole runs measured on others: docs/results.md#how-long-it-takes."
             )
         else:
-            bound = "about" if first["measured"] else "at least"
+            bound = any(r["lower_bound"] for r in result["records"])
             lines.append(
-                f"One run after another on one {result['device']} (launcher={result['launcher']}): {bound} "
-                f"{duration(result['wall_hours'])} of wall time for training and decoding"
+                f"One run after another on one {result['device']} (launcher={result['launcher']}): "
+                f"{'at least' if bound else 'about'} {duration(result['wall_hours'])} of wall time for training and "
+                "decoding"
                 + (
                     "; how much longer a small model takes is measured by a GPU call (gpu/gpu_pipeline.sh)."
-                    if "kernel launches" in first["speed"]
+                    if bound
                     else "."
                 )
             )
